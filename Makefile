@@ -1,0 +1,40 @@
+# Every target installs what it needs first; `make demo` and `make test` work on a fresh clone.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: all install lint typecheck test test-unit demo bench clean
+
+all: lint typecheck test
+
+$(STAMP): pyproject.toml ops/constraints.txt
+	@$(PY) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "colabq needs Python >= 3.11; set PY=python3.11 or newer")'
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -c ops/constraints.txt -e '.[dev]'
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+lint: install
+	$(BIN)/ruff check worker producer tests ops
+	$(BIN)/ruff format --check worker producer tests ops
+
+typecheck: install
+	$(BIN)/mypy
+
+test: install
+	bash ops/test.sh
+
+test-unit: install
+	$(BIN)/pytest tests/unit tests/cli -q
+
+demo: install
+	$(BIN)/colabq demo
+
+bench: install
+	@for b in ops/bench/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

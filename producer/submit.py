@@ -1,0 +1,199 @@
+"""Building a `JobSpec` from what the user typed, and enqueueing it exactly once.
+
+Every check here happens before anything is written: bad input changes nothing and loses nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import secrets
+import socket
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from celery import Celery
+from pydantic import ValidationError
+
+from worker.celery_app import RUN_JOB
+from worker.errors import ColabqError, SpecError, UserInputError
+from worker.ledger import Ledger
+from worker.spec import (
+    MAX_SCRIPT_BYTES,
+    RUN_NAME_PATTERN,
+    ArtifactDest,
+    Gpu,
+    JobSpec,
+    default_ttl_s,
+    encode_spec,
+    spec_error,
+)
+from worker.states import JobState
+from worker.utils import parse_duration_s
+
+
+@dataclass(frozen=True)
+class SubmitRequest:
+    """The `colabq submit` options, as typed (strings are parsed in `build_spec`)."""
+
+    script: Path
+    run_name: str
+    gpu: str = "T4"
+    high_mem: bool = False
+    wall: str = "12h"
+    idle: str = "180s"
+    ttl: str | None = None
+    sync_interval: str = "15m"
+    sync_paths: Sequence[str] = ()
+    hub_inputs: Sequence[str] = ()
+    repo: str | None = None
+    repo_type: str = "model"
+    prefix: str | None = None
+    local_store: Path | None = None
+    expect: Sequence[str] = ()
+    budget: float = 0.0
+    commit: str | None = None
+    idempotency_key: str | None = None
+    waivers: Sequence[str] = ()
+    preflight_digest: str | None = None
+
+
+def read_script(path: Path) -> str:
+    if not path.is_file():
+        raise UserInputError(f"Job script '{path}' not found: pass the path of a bash script.")
+    size = path.stat().st_size
+    if size > MAX_SCRIPT_BYTES:
+        raise UserInputError(
+            f"Job script '{path}' is {size} bytes; the limit is 1 MiB. Stage data on the Hub "
+            "and declare it with --hub-input instead of embedding it."
+        )
+    try:
+        return path.read_text()
+    except UnicodeDecodeError:
+        raise UserInputError(f"Job script '{path}' is not UTF-8 text.") from None
+
+
+def _duration(option: str, text: str) -> float:
+    try:
+        return parse_duration_s(text)
+    except ValueError as exc:
+        raise UserInputError(f"{option}: {exc}.") from None
+
+
+def _inputs(pairs: Sequence[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for pair in pairs:
+        name, sep, uri = pair.partition("=")
+        if not sep:
+            raise UserInputError(f"--hub-input {pair!r}: expected NAME=URI.")
+        if name in out:
+            raise UserInputError(f"--hub-input {name} is declared twice.")
+        out[name] = uri
+    return out
+
+
+def git_commit(cwd: Path) -> str:
+    try:
+        res = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=10
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return res.stdout.strip() if res.returncode == 0 else ""
+
+
+def default_idempotency_key(spec_fields: dict[str, object]) -> str:
+    """Same run name, commit, script and settings -> same key: a double submit is one job."""
+    h = hashlib.sha256()
+    for k in sorted(spec_fields):
+        h.update(f"{k}={spec_fields[k]!r}\n".encode())
+    return h.hexdigest()[:32]
+
+
+def _dest(req: SubmitRequest) -> ArtifactDest:
+    prefix = req.prefix if req.prefix is not None else req.run_name
+    if req.local_store is not None:
+        return ArtifactDest(kind="local", repo=str(req.local_store.resolve()), prefix=prefix)
+    if req.repo:
+        return ArtifactDest.model_validate(
+            {"kind": "hf", "repo": req.repo, "repo_type": req.repo_type, "prefix": prefix}
+        )
+    raise UserInputError("Name where results go: --repo USER/REPO (Hub) or --local-store DIR.")
+
+
+def build_spec(req: SubmitRequest, *, now: datetime | None = None) -> JobSpec:
+    script = read_script(req.script)
+    if not re.fullmatch(RUN_NAME_PATTERN, req.run_name) or len(req.run_name) > 96:
+        raise UserInputError(
+            f"Invalid job: run_name {req.run_name!r} must be letters, digits, '.', '_' or '-' "
+            "(at most 96), safe as a path and Hub path segment."
+        )
+    gpu = req.gpu.upper()
+    if gpu not in Gpu.__members__:
+        raise UserInputError(
+            f"--gpu {req.gpu!r} is not a Colab GPU type; use one of {', '.join(Gpu)}."
+        )
+    wall = _duration("--wall", req.wall)
+    ttl = _duration("--ttl", req.ttl) if req.ttl else default_ttl_s(wall)
+    try:
+        dest = _dest(req)
+    except ValidationError as exc:
+        raise UserInputError(f"Invalid destination: {spec_error(exc)}.") from None
+    commit = req.commit if req.commit is not None else git_commit(req.script.parent)
+    fields: dict[str, object] = {
+        "run_name": req.run_name,
+        "commit": commit,
+        "script": script,
+        "script_name": req.script.name,
+        "hub_inputs": _inputs(req.hub_inputs),
+        "gpu": gpu,
+        "high_mem": req.high_mem,
+        "wall_cap_s": wall,
+        "idle_timeout_s": _duration("--idle", req.idle),
+        "sync_interval_s": _duration("--sync-interval", req.sync_interval),
+        "sync_paths": tuple(req.sync_paths),
+        "ttl_s": ttl,
+        "artifact": dest,
+        "expected_artifacts": tuple(req.expect),
+        "budget_units": req.budget,
+        "waivers": tuple(req.waivers),
+        "preflight_digest": req.preflight_digest,
+    }
+    key = req.idempotency_key or default_idempotency_key(fields)
+    try:
+        return JobSpec(
+            job_id=secrets.token_hex(8),
+            idempotency_key=key,
+            submitted_at=now or datetime.now(UTC),
+            submitted_from=socket.gethostname(),
+            **fields,  # type: ignore[arg-type]
+        )
+    except ValidationError as exc:
+        err = spec_error(exc)
+        raise UserInputError(f"Invalid job: {err}.") from None
+
+
+@dataclass(frozen=True)
+class Enqueued:
+    job_id: str
+    created: bool
+    state: JobState
+
+
+def enqueue(spec: JobSpec, ledger: Ledger, app: Celery) -> Enqueued:
+    """Record the job, then send its message; a known idempotency key sends nothing."""
+    job_id, created = ledger.create(spec)
+    if not created:
+        return Enqueued(job_id, False, ledger.get(job_id).state)
+    try:
+        app.send_task(RUN_JOB, args=[encode_spec(spec)], queue=spec.queue, task_id=spec.job_id)
+    except Exception as exc:
+        ledger.transition(job_id, JobState.FAILED, owner="", reason=f"could not enqueue: {exc}")
+        raise ColabqError(f"Job {job_id} was recorded but could not be enqueued: {exc}") from exc
+    return Enqueued(job_id, True, JobState.QUEUED)
+
+
+__all__ = ["Enqueued", "SpecError", "SubmitRequest", "build_spec", "enqueue"]

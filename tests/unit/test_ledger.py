@@ -1,0 +1,111 @@
+"""The ledger's contract over fakeredis: transitions, ownership, idempotency, logs, cancel."""
+
+from __future__ import annotations
+
+import fakeredis
+import pytest
+
+from tests.factories import make_spec
+from worker.clock import FakeClock
+from worker.errors import IllegalTransition, JobNotFound, StaleOwner
+from worker.keys import Keys
+from worker.ledger import Ledger
+from worker.states import JobState as S
+
+
+@pytest.fixture
+def ledger() -> Ledger:
+    return Ledger(fakeredis.FakeRedis(), FakeClock(), Keys("t"), log_maxlen=100)
+
+
+def test_create_records_queued_with_history(ledger: Ledger) -> None:
+    spec = make_spec()
+    job_id, created = ledger.create(spec)
+    assert created and job_id == spec.job_id
+    rec = ledger.get(job_id)
+    assert rec.state is S.QUEUED and rec.spec == spec and rec.owner == ""
+    assert [h.state for h in ledger.history(job_id)] == [S.QUEUED]
+
+
+def test_same_idempotency_key_yields_one_job(ledger: Ledger) -> None:
+    first = make_spec(idempotency_key="k1")
+    second = make_spec(idempotency_key="k1")
+    assert ledger.create(first) == (first.job_id, True)
+    assert ledger.create(second) == (first.job_id, False)
+    assert not ledger.exists(second.job_id)
+    assert [r.job_id for r in ledger.list_jobs()] == [first.job_id]
+
+
+def test_transition_follows_table_and_records_reason(ledger: Ledger) -> None:
+    job_id, _ = ledger.create(make_spec())
+    assert ledger.claim(job_id, "tok", ttl_s=30)
+    ledger.transition(job_id, S.ALLOCATING, owner="tok", reason="claimed by w1")
+    with pytest.raises(IllegalTransition):
+        ledger.transition(job_id, S.SUCCEEDED, owner="tok", reason="skip ahead")
+    rec = ledger.get(job_id)
+    assert rec.state is S.ALLOCATING and rec.reason == "claimed by w1"
+    assert [h.reason for h in ledger.history(job_id)] == ["submitted", "claimed by w1"]
+
+
+def test_stale_owner_cannot_overwrite(ledger: Ledger) -> None:
+    job_id, _ = ledger.create(make_spec())
+    assert ledger.claim(job_id, "new-owner", ttl_s=30)
+    with pytest.raises(StaleOwner):
+        ledger.transition(job_id, S.ALLOCATING, owner="old-owner", reason="late")
+    with pytest.raises(StaleOwner):
+        ledger.set_fields(job_id, owner="old-owner", endpoint="gpu-1")
+    assert ledger.get(job_id).state is S.QUEUED
+
+
+def test_second_claim_is_refused_while_lock_held(ledger: Ledger) -> None:
+    job_id, _ = ledger.create(make_spec())
+    assert ledger.claim(job_id, "a", ttl_s=30)
+    assert not ledger.claim(job_id, "b", ttl_s=30)
+    ledger.release_lock(job_id, "a")
+    # The lock is free but the job is owned by a: b must not take it silently.
+    assert not ledger.claim(job_id, "b", ttl_s=30)
+    assert ledger.get(job_id).owner == "a"
+
+
+def test_renew_only_by_lock_holder(ledger: Ledger) -> None:
+    job_id, _ = ledger.create(make_spec())
+    assert ledger.claim(job_id, "a", ttl_s=30)
+    assert ledger.renew(job_id, "a", ttl_s=30)
+    assert not ledger.renew(job_id, "b", ttl_s=30)
+
+
+def test_unknown_job_and_unknown_field(ledger: Ledger) -> None:
+    with pytest.raises(JobNotFound):
+        ledger.get("nope")
+    job_id, _ = ledger.create(make_spec())
+    with pytest.raises(ValueError):
+        ledger.set_fields(job_id, owner="", token="x")
+
+
+def test_log_stream_reads_in_order_and_caps(ledger: Ledger) -> None:
+    job_id, _ = ledger.create(make_spec())
+    ids = [ledger.append_log(job_id, f"line {i}") for i in range(5)]
+    lines = ledger.read_log(job_id)
+    assert [ln.text for ln in lines] == [f"line {i}" for i in range(5)]
+    assert [ln.text for ln in ledger.read_log(job_id, after=ids[2])] == ["line 3", "line 4"]
+    for i in range(1000):
+        ledger.append_log(job_id, f"more {i}")
+    assert ledger.r.xlen(ledger.keys.log(job_id)) < 400
+
+
+def test_cancel_flag(ledger: Ledger) -> None:
+    job_id, _ = ledger.create(make_spec())
+    assert ledger.cancel_requested(job_id) is None
+    ledger.request_cancel(job_id, "by alice")
+    assert ledger.cancel_requested(job_id) == "by alice"
+    with pytest.raises(JobNotFound):
+        ledger.request_cancel("missing", "x")
+
+
+def test_find_by_prefix(ledger: Ledger) -> None:
+    a = make_spec(job_id="aaaa1111bbbb")
+    ledger.create(a)
+    ledger.create(make_spec(job_id="aaaa2222cccc"))
+    assert ledger.find_by_prefix("aaaa1") == a.job_id
+    with pytest.raises(JobNotFound):
+        ledger.find_by_prefix("aaaa")

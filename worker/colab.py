@@ -1,0 +1,313 @@
+"""The typed driver of the `colab` CLI 0.7.4: what the runner, watchdog and janitor call.
+
+Owns building each call (the global `--config` before the subcommand), running it with
+stdin=/dev/null, `TYPER_STANDARD_TRACEBACK=1` and a timeout that kills the whole process group,
+keeping the CLI's update check off in its settings.json, refusing the two `new` calls the CLI
+gets silently wrong (a name already recorded, a GPU type it would turn into A100), and reading the
+CLI's sessions.json without calling it. The text formats are `worker.colab_parse`'s; deciding
+what to do about a session (retry, stop, reap) is the caller's.
+
+No secret ever goes on a command line: the driver has no way to pass `--env`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import pwd
+import re
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Protocol
+
+from worker.colab_parse import (
+    LocalRecord,
+    ServerSession,
+    SessionStatus,
+    StopOutcome,
+    Usage,
+    classify_failure,
+    is_auth_failure,
+    parse_download,
+    parse_local_records,
+    parse_ls,
+    parse_new,
+    parse_sessions,
+    parse_status,
+    parse_stop,
+    parse_upload,
+    parse_usage,
+    parse_version,
+)
+from worker.errors import (
+    CliCall,
+    ColabError,
+    ColabTimeout,
+    ColabUnrecognisedOutput,
+    ColabVersionMismatch,
+    DownloadFailed,
+    SessionNameInUse,
+    SpecError,
+)
+
+EXPECTED_VERSION = "0.7.4"
+# The CLI maps any other --gpu value to A100 without a word (spec §1, §5).
+GPU_TYPES = ("T4", "L4", "G4", "A100", "H100")
+# Names become CLI file names (history/<name>.jsonl) and must never parse as an option.
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
+# After a kill, a grandchild that left the process group could still hold the pipes open.
+_DRAIN_TIMEOUT_S = 5.0
+
+__all__ = [
+    "GPU_TYPES",
+    "ColabCli",
+    "ColabDriver",
+    "LocalRecord",
+    "ServerSession",
+    "SessionStatus",
+    "StopOutcome",
+    "Usage",
+    "check_version",
+    "disable_update_check",
+]
+
+
+class ColabDriver(Protocol):
+    """What the runner, watchdog and janitor depend on; `ColabCli` is the real one."""
+
+    config_path: Path
+
+    def version(self) -> str: ...
+    def usage(self) -> Usage: ...
+    def new(self, name: str, gpu: str, high_mem: bool) -> None: ...
+    def status(self, name: str) -> SessionStatus | None: ...
+    def sessions(self) -> list[ServerSession]: ...
+    def upload(self, name: str, local: Path, remote: str) -> None: ...
+    def download(self, name: str, remote: str, local: Path) -> None: ...
+    def ls(self, name: str, path: str) -> list[str]: ...
+    def stop(self, name: str) -> StopOutcome: ...
+    def exec_argv(self, name: str, file: Path, timeout_s: float) -> list[str]: ...
+    def exec_env(self) -> dict[str, str]: ...
+    def local_record(self, name: str) -> LocalRecord | None: ...
+
+
+def check_version(driver: ColabDriver, expected: str = EXPECTED_VERSION) -> None:
+    """Refuse any CLI but `expected`: other versions' status and state semantics differ."""
+    found = driver.version()
+    if found != expected:
+        raise ColabVersionMismatch(f"colab CLI is version {found}; colabq needs {expected}.")
+
+
+def disable_update_check(settings_path: Path) -> None:
+    """Set `"enable_update_check": false` in the CLI's settings.json, keeping its other keys.
+
+    An unreadable file is replaced: the CLI reads one as all defaults, so nothing is lost.
+    """
+    try:
+        data = json.loads(settings_path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        data = {}
+    except (ValueError, UnicodeDecodeError):
+        data = {}
+    if not isinstance(data, dict):
+        data = {}
+    if data.get("enable_update_check") is False:
+        return
+    data["enable_update_check"] = False
+    settings_path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = settings_path.with_name(f".{settings_path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=2), encoding="utf-8")
+    os.replace(tmp, settings_path)
+
+
+def _check_name(name: str) -> str:
+    if not _NAME.fullmatch(name):
+        raise SpecError("session", f"{name!r} is not a safe session name ({_NAME.pattern}).")
+    return name
+
+
+def _check_remote(path: str) -> str:
+    if not path or path.startswith("-") or "\n" in path or "\0" in path:
+        raise SpecError("remote path", f"{path!r} is empty, starts with '-' or has a control char.")
+    return path
+
+
+def _kill_group(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+def _drain(proc: subprocess.Popen[str]) -> tuple[str, str]:
+    try:
+        out, err = proc.communicate(timeout=_DRAIN_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        for pipe in (proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
+        proc.wait()
+        return "", ""
+    return out, err
+
+
+class ColabCli:
+    """The real driver: one `colab` executable and one `--config` sessions.json."""
+
+    def __init__(
+        self,
+        binary: str | Path,
+        config_path: Path,
+        *,
+        timeout_s: float = 30.0,
+        upload_timeout_s: float = 600.0,
+        new_timeout_s: float = 300.0,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        self.binary = str(binary)
+        self.config_path = Path(config_path)
+        self.timeout_s = timeout_s
+        self.upload_timeout_s = upload_timeout_s
+        # assign is a GET and a POST with google-auth's 120 s each: killing `new` in between
+        # would leave an untracked VM, so its budget is longer than the other calls'.
+        self.new_timeout_s = new_timeout_s
+        self._env = dict(env) if env is not None else None
+        self._prepared = False
+        self._prepare_lock = threading.Lock()
+
+    # --- process plumbing -------------------------------------------------------------------
+
+    def exec_env(self) -> dict[str, str]:
+        """The environment every `colab` process of this driver runs with (exec clients too)."""
+        env = dict(os.environ) if self._env is None else dict(self._env)
+        env["TYPER_STANDARD_TRACEBACK"] = "1"
+        env["PYTHONIOENCODING"] = "utf-8"
+        return env
+
+    def settings_path(self) -> Path:
+        home = self.exec_env().get("HOME") or pwd.getpwuid(os.getuid()).pw_dir
+        return Path(home) / ".config" / "colab-cli" / "settings.json"
+
+    def _prepare(self) -> None:
+        with self._prepare_lock:
+            if not self._prepared:
+                disable_update_check(self.settings_path())
+                self._prepared = True
+
+    def _argv(self, args: Sequence[str]) -> tuple[str, ...]:
+        return (self.binary, "--config", str(self.config_path), *args)
+
+    def _run(self, args: Sequence[str], timeout_s: float) -> CliCall:
+        self._prepare()
+        argv = self._argv(args)
+        try:
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=self.exec_env(),
+                start_new_session=True,
+                text=True,
+                encoding="utf-8",
+                errors="replace",
+            )
+        except OSError as exc:
+            raise ColabError(f"Cannot run {self.binary}: {exc}") from exc
+        try:
+            out, err = proc.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc.pid)
+            out, err = _drain(proc)
+            call = CliCall(argv, None, out, err)
+            raise ColabTimeout(f"colab {args[0]} ran past {timeout_s:g} s; killed.", call) from None
+        except BaseException:
+            _kill_group(proc.pid)
+            _drain(proc)
+            raise
+        return CliCall(argv, proc.returncode, out, err)
+
+    def _checked(self, args: Sequence[str], timeout_s: float | None = None) -> CliCall:
+        call = self._run(args, self.timeout_s if timeout_s is None else timeout_s)
+        if call.returncode != 0 or is_auth_failure(call):
+            raise classify_failure(call)
+        return call
+
+    # --- commands ---------------------------------------------------------------------------
+
+    def version(self) -> str:
+        call = self._checked(["version"])
+        return parse_version(call.stdout, call=call)
+
+    def usage(self) -> Usage:
+        call = self._checked(["usage"])
+        return parse_usage(call.stdout, call=call)
+
+    def new(self, name: str, gpu: str, high_mem: bool) -> None:
+        _check_name(name)
+        gpu_type = gpu.upper()
+        if gpu_type not in GPU_TYPES:
+            raise SpecError("gpu", f"{gpu!r} is not one of {', '.join(GPU_TYPES)}.")
+        existing = self.local_record(name)
+        if existing is not None:
+            raise SessionNameInUse(name, existing.endpoint)
+        args = ["new", "-s", name, "--gpu", gpu_type, *(["--high-mem"] if high_mem else [])]
+        call = self._checked(args, self.new_timeout_s)
+        parse_new(call.stdout, name, call=call)
+
+    def status(self, name: str) -> SessionStatus | None:
+        call = self._checked(["status", "-s", _check_name(name)])
+        return parse_status(call.stdout, name, call=call)
+
+    def sessions(self) -> list[ServerSession]:
+        call = self._checked(["sessions"])
+        return parse_sessions(call.stdout, call=call)
+
+    def upload(self, name: str, local: Path, remote: str) -> None:
+        args = ["upload", "-s", _check_name(name), str(local.absolute()), _check_remote(remote)]
+        call = self._checked(args, self.upload_timeout_s)
+        parse_upload(call.stdout, call=call)
+
+    def download(self, name: str, remote: str, local: Path) -> None:
+        target = local.absolute()
+        args = ["download", "-s", _check_name(name), _check_remote(remote), str(target)]
+        call = self._checked(args, self.upload_timeout_s)
+        parse_download(call.stdout, call=call)
+        if not target.is_file():
+            raise DownloadFailed(f"colab download reported success but {target} is missing.", call)
+
+    def ls(self, name: str, path: str) -> list[str]:
+        call = self._checked(["ls", "-s", _check_name(name), _check_remote(path)])
+        return parse_ls(call.stdout, call=call)
+
+    def stop(self, name: str) -> StopOutcome:
+        call = self._checked(["stop", "-s", _check_name(name)])
+        return parse_stop(call.stdout, name, call=call)
+
+    def exec_argv(self, name: str, file: Path, timeout_s: float) -> list[str]:
+        """argv of a background `colab exec -f FILE`: spawn it with `exec_env()`, stdin=/dev/null.
+
+        `-f` is required: without it, exec reads stdin and an empty one runs nothing, exit 0.
+        """
+        self._prepare()
+        args = ["exec", "-s", _check_name(name), "--timeout", repr(float(timeout_s))]
+        return list(self._argv([*args, "-f", str(file.absolute())]))
+
+    def local_record(self, name: str) -> LocalRecord | None:
+        """NAME's record in the CLI's sessions.json, read without running the CLI."""
+        for attempt in range(3):
+            try:
+                return parse_local_records(self.config_path.read_text(encoding="utf-8")).get(name)
+            except FileNotFoundError:
+                return None
+            except ValueError as exc:
+                # The CLI rewrites the file in place under its own lock; a read can land mid-write.
+                if attempt == 2:
+                    raise ColabUnrecognisedOutput(
+                        f"{self.config_path} is not a sessions.json the driver understands: {exc}"
+                    ) from exc
+                time.sleep(0.05)
+        return None

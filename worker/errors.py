@@ -1,0 +1,195 @@
+"""The one error tree of colabq.
+
+Every error colabq raises on purpose derives from `ColabqError`, carries structured fields, and
+subclasses the builtin that matches its meaning, so callers can catch either. `advice()` turns a
+known error into the one line the CLI prints; `RETRYABLE` is the tuple the Celery task retries on.
+This module imports nothing of colabq's, so every other module can import it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class ColabqError(Exception):
+    """Root of every error colabq raises deliberately."""
+
+    hint: str = ""
+
+    def advice(self) -> str:
+        text = str(self) or type(self).__name__
+        return f"{text} {self.hint}".strip()
+
+
+# --- user input -----------------------------------------------------------------------------
+
+
+class UserInputError(ColabqError, ValueError):
+    """Something the user gave is wrong; nothing was changed."""
+
+
+class SpecError(UserInputError):
+    """A job spec field is invalid."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+class ConfigError(UserInputError):
+    """A setting is invalid (named by its environment variable)."""
+
+
+# --- the ledger -----------------------------------------------------------------------------
+
+
+class LedgerError(ColabqError):
+    """The job ledger refused an operation."""
+
+
+class JobNotFound(LedgerError, LookupError):
+    def __init__(self, job_id: str) -> None:
+        super().__init__(f"No job {job_id!r}.")
+        self.job_id = job_id
+
+    hint = "Run `colabq status` to list jobs."
+
+
+class IllegalTransition(LedgerError):
+    def __init__(self, job_id: str, src: str, dst: str) -> None:
+        super().__init__(f"Job {job_id}: {src} -> {dst} is not an allowed transition.")
+        self.job_id, self.src, self.dst = job_id, src, dst
+
+
+class StaleOwner(LedgerError, PermissionError):
+    """A runner whose ownership token is no longer the job's tried to change it."""
+
+    def __init__(self, job_id: str) -> None:
+        super().__init__(f"Job {job_id} is owned by another runner now.")
+        self.job_id = job_id
+
+
+class BrokerUnavailable(ColabqError, ConnectionError):
+    def __init__(self, url: str, cause: str) -> None:
+        super().__init__(f"Cannot reach Redis at {url} ({cause}).")
+        self.url = url
+
+    hint = "Start Redis or set COLABQ_REDIS_URL."
+
+
+# --- the Colab CLI --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CliCall:
+    """What was run and what came back, for errors about one `colab` call (never a secret)."""
+
+    argv: tuple[str, ...]
+    returncode: int | None
+    stdout: str
+    stderr: str
+
+
+class ColabError(ColabqError):
+    """A `colab` CLI call failed."""
+
+    def __init__(self, message: str, call: CliCall | None = None) -> None:
+        super().__init__(message)
+        self.call = call
+
+
+class ColabTimeout(ColabError, TimeoutError):
+    """A `colab` call ran past its timeout and was killed."""
+
+
+class ColabUnrecognisedOutput(ColabError):
+    """The CLI printed something the driver does not know; never guessed at."""
+
+
+class ColabVersionMismatch(ColabError):
+    hint = "colabq drives exactly colab 0.7.4: install it with `uv tool install google-colab-cli==0.7.4`."
+
+
+class ColabNotAuthenticated(ColabError):
+    hint = "Authenticate the colab CLI on this worker host (see `colab --help`), then retry."
+
+
+class AllocationRefused(ColabError):
+    """HTTP 412 on assign: too many sessions, or a usage or capacity limit."""
+
+
+class AcceleratorRejected(ColabError):
+    """HTTP 400 on assign with an accelerator: no quota or entitlement."""
+
+
+class SessionLost(ColabError):
+    """The CLI reported the session lost (404/401) and deleted its record."""
+
+
+class ColabTransportError(ColabError):
+    """A traceback from the CLI: network, backend HTTP error, websocket failure."""
+
+
+class UploadFailed(ColabError):
+    pass
+
+
+class DownloadFailed(ColabError):
+    pass
+
+
+# --- the runner -----------------------------------------------------------------------------
+
+
+class BudgetExceeded(ColabqError):
+    def __init__(self, balance: float, needed: float) -> None:
+        super().__init__(
+            f"Colab balance {balance:.2f} compute units is below this job's budget {needed:.2f}."
+        )
+        self.balance, self.needed = balance, needed
+
+    hint = "colabq never buys units: lower --budget or top up the account."
+
+
+class SecretFileError(ColabqError, PermissionError):
+    """A token file is missing, empty, too large or not mode 0600."""
+
+
+class JobLocked(ColabqError):
+    """Another runner holds this job's lock (redelivery or double submission)."""
+
+    def __init__(self, job_id: str) -> None:
+        super().__init__(f"Job {job_id} is already being run by another worker.")
+        self.job_id = job_id
+
+
+class StoreError(ColabqError):
+    """The artifact store failed."""
+
+
+# Errors worth another attempt of the same call (the Celery task and the driver's retries).
+RETRYABLE: tuple[type[ColabqError], ...] = (ColabTimeout, ColabTransportError, BrokerUnavailable)
+
+
+# --- appended by the Colab driver (worker/colab.py) -------------------------------------------
+
+
+class SessionNotFound(ColabError, LookupError):
+    """A command that needs the session found no local record of it (exit 1)."""
+
+
+class RemotePathNotFound(ColabError, FileNotFoundError):
+    """`colab ls` was asked for a path that does not exist on the VM."""
+
+
+class ColabUsageError(ColabError):
+    """The CLI rejected its command line (exit 2): a driver bug or a different CLI version."""
+
+
+class SessionNameInUse(ColabError, FileExistsError):
+    """`new` was refused: the CLI would overwrite this local record and orphan its VM."""
+
+    def __init__(self, name: str, endpoint: str) -> None:
+        super().__init__(f"Session name {name!r} already has a local record (endpoint {endpoint}).")
+        self.name, self.endpoint = name, endpoint

@@ -1,0 +1,129 @@
+"""The background `colab exec` client: runs the driver on the VM and streams its output to Redis.
+
+Spawned by the runner in its own session, so it outlives the worker process (a worker crash must
+not cost the training run). It forwards each output line to the job's log stream as it arrives,
+reads the wrapper's sentinels (`__COLABQ_<nonce>_<WHAT>__=<value>`) and, when `colab exec`
+returns, writes what it saw to a result file that the runner (or a restarted worker) reads.
+
+    python -m worker.execclient --job ID --nonce N --result PATH -- colab --config … exec …
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import IO
+
+_SENTINEL = re.compile(r"^__COLABQ_(?P<nonce>[0-9a-f]+)_(?P<what>[A-Z_]+)__=(?P<value>.*)$")
+
+
+def parse_sentinel(line: str, nonce: str) -> tuple[str, str] | None:
+    m = _SENTINEL.match(line.strip())
+    if not m or m["nonce"] != nonce:
+        return None
+    return m["what"], m["value"]
+
+
+@dataclass
+class ExecResult:
+    """What the exec client saw. `sentinels` maps WHAT -> value (EXIT, FINAL_UPLOAD, ...)."""
+
+    exec_rc: int | None = None
+    sentinels: dict[str, str] = field(default_factory=dict)
+    error: str = ""
+
+    @property
+    def exit_code(self) -> int | None:
+        v = self.sentinels.get("EXIT")
+        return int(v) if v is not None and v.lstrip("-").isdigit() else None
+
+    def dump(self, path: Path) -> None:
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(self)))
+        os.replace(tmp, path)
+
+    @classmethod
+    def load(cls, path: Path) -> ExecResult | None:
+        try:
+            d = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return None
+        return cls(exec_rc=d.get("exec_rc"), sentinels=d.get("sentinels", {}), error=d.get("error", ""))
+
+
+def _pump(
+    pipe: IO[bytes], stream: str, nonce: str, result: ExecResult, emit: LineSink, lock: threading.Lock
+) -> None:
+    for raw in iter(pipe.readline, b""):
+        line = raw.decode(errors="replace").rstrip("\n")
+        hit = parse_sentinel(line, nonce)
+        with lock:
+            if hit:
+                result.sentinels[hit[0]] = hit[1]
+            else:
+                emit(line, stream)
+
+
+class LineSink:
+    """Sends lines to the job's Redis stream; falls back to stderr if Redis is unreachable."""
+
+    def __init__(self, job_id: str) -> None:
+        from worker.deps import build_ledger
+        from worker.settings import load_settings
+
+        self.job_id = job_id
+        self.ledger = build_ledger(load_settings())
+
+    def __call__(self, line: str, stream: str) -> None:
+        try:
+            self.ledger.append_log(self.job_id, line, stream)
+        except Exception as exc:  # the run must go on even if Redis blips
+            print(f"colabq execclient: log append failed ({exc}): {line}", file=sys.stderr)
+
+
+def run(argv: list[str], nonce: str, result_path: Path, emit: LineSink) -> ExecResult:
+    result = ExecResult()
+    lock = threading.Lock()
+    try:
+        proc = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+    except OSError as exc:
+        result.error = f"cannot start colab exec: {exc}"
+        result.dump(result_path)
+        return result
+    assert proc.stdout is not None and proc.stderr is not None
+    threads = [
+        threading.Thread(target=_pump, args=(proc.stdout, "out", nonce, result, emit, lock)),
+        threading.Thread(target=_pump, args=(proc.stderr, "err", nonce, result, emit, lock)),
+    ]
+    for t in threads:
+        t.start()
+    result.exec_rc = proc.wait()
+    for t in threads:
+        t.join()
+    result.dump(result_path)
+    return result
+
+
+def main(args: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="worker.execclient")
+    p.add_argument("--job", required=True)
+    p.add_argument("--nonce", required=True)
+    p.add_argument("--result", required=True, type=Path)
+    p.add_argument("argv", nargs=argparse.REMAINDER)
+    a = p.parse_args(args)
+    argv = a.argv[1:] if a.argv[:1] == ["--"] else a.argv
+    res = run(argv, a.nonce, a.result, LineSink(a.job))
+    return 0 if res.exec_rc is not None else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

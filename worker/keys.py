@@ -1,0 +1,51 @@
+"""Every Redis key name colabq uses, built in this one module.
+
+All keys start with the deployment's prefix (`Settings.key_prefix`). Values never hold a secret.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Keys:
+    prefix: str = "colabq"
+
+    def job(self, job_id: str) -> str:
+        """Hash: the job record (spec JSON, state, owner, session, endpoint, outcome...)."""
+        return f"{self.prefix}:job:{job_id}"
+
+    def history(self, job_id: str) -> str:
+        """List of JSON entries {state, at, reason}: every transition, oldest first."""
+        return f"{self.prefix}:job:{job_id}:history"
+
+    def log(self, job_id: str) -> str:
+        """Capped stream of the job's output lines."""
+        return f"{self.prefix}:job:{job_id}:log"
+
+    def cancel(self, job_id: str) -> str:
+        """Flag set by `colabq cancel`, polled by the runner."""
+        return f"{self.prefix}:job:{job_id}:cancel"
+
+    def lock(self, job_id: str) -> str:
+        """Per-job lock holding the owner token; its TTL is the lease (invariant 6)."""
+        return f"{self.prefix}:job:{job_id}:lock"
+
+    def jobs(self) -> str:
+        """Sorted set of job ids by submission time."""
+        return f"{self.prefix}:jobs"
+
+    def idempotency(self, key: str) -> str:
+        """String: the job id first submitted under this idempotency key (invariant 8)."""
+        return f"{self.prefix}:idem:{key}"
+
+    def leases(self) -> str:
+        """Sorted set job id -> lease expiry (epoch seconds), for the janitor."""
+        return f"{self.prefix}:leases"
+
+    def janitor_lock(self) -> str:
+        return f"{self.prefix}:janitor:lock"
+
+    def worker_heartbeat(self, worker: str) -> str:
+        return f"{self.prefix}:worker:{worker}:heartbeat"

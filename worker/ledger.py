@@ -1,0 +1,315 @@
+"""The job ledger in Redis: records, state history, ownership, leases, cancel flags, log streams.
+
+`transition()` is the only writer of a job's state: it checks the edge against `states.ALLOWED`
+and the caller's ownership token in one optimistic transaction, so a stale owner can never
+overwrite a newer one. Key names come from `keys.Keys`. Nothing here ever stores a secret.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import redis
+
+from worker.clock import Clock
+from worker.errors import IllegalTransition, JobNotFound, StaleOwner
+from worker.keys import Keys
+from worker.spec import JobSpec, decode_spec, encode_spec
+from worker.states import JobState, can_transition
+
+T = TypeVar("T")
+
+# Record fields a runner may set besides the state (anything else is a bug, caught here).
+RUNTIME_FIELDS = frozenset(
+    {
+        "session",
+        "endpoint",
+        "exit_code",
+        "report",
+        "artifact_location",
+        "results_local",
+        "worker",
+        "outcome",
+        "phase",
+    }
+)
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    state: JobState
+    at: float
+    reason: str
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    job_id: str
+    spec: JobSpec
+    state: JobState
+    owner: str
+    reason: str
+    created_at: float
+    updated_at: float
+    fields: Mapping[str, str] = field(default_factory=dict)
+
+    def get(self, name: str, default: str | None = None) -> str | None:
+        return self.fields.get(name, default)
+
+
+@dataclass(frozen=True)
+class LogLine:
+    id: str
+    text: str
+    stream: str
+
+
+class Ledger:
+    def __init__(self, client: redis.Redis, clock: Clock, keys: Keys, *, log_maxlen: int) -> None:
+        self.r: Any = client  # redis-py's stubs type replies as unions of everything
+        self.clock = clock
+        self.keys = keys
+        self.log_maxlen = log_maxlen
+
+    # --- creation and reading ---------------------------------------------------------------
+
+    def create(self, spec: JobSpec) -> tuple[str, bool]:
+        """Record a new QUEUED job; returns (job id, created). A known idempotency key yields the
+        job first submitted under it (invariant 8), from any machine."""
+        idem = self.keys.idempotency(spec.idempotency_key)
+        now = self.clock.time()
+
+        def txn(pipe: Any) -> tuple[str, bool]:
+            existing = pipe.get(idem)
+            if existing is not None:
+                return existing.decode(), False
+            pipe.multi()
+            pipe.set(idem, spec.job_id)
+            pipe.hset(
+                self.keys.job(spec.job_id),
+                mapping={
+                    "spec": encode_spec(spec),
+                    "state": JobState.QUEUED.value,
+                    "owner": "",
+                    "reason": "submitted",
+                    "created_at": repr(now),
+                    "updated_at": repr(now),
+                },
+            )
+            pipe.rpush(self.keys.history(spec.job_id), _entry(JobState.QUEUED, now, "submitted"))
+            pipe.zadd(self.keys.jobs(), {spec.job_id: now})
+            return spec.job_id, True
+
+        return self._watch(txn, idem)
+
+    def get(self, job_id: str) -> JobRecord:
+        raw = self.r.hgetall(self.keys.job(job_id))
+        if not raw:
+            raise JobNotFound(job_id)
+        return _record(job_id, raw)
+
+    def exists(self, job_id: str) -> bool:
+        return bool(self.r.exists(self.keys.job(job_id)))
+
+    def history(self, job_id: str) -> list[HistoryEntry]:
+        out = []
+        for raw in self.r.lrange(self.keys.history(job_id), 0, -1):
+            d = json.loads(raw)
+            out.append(HistoryEntry(JobState(d["state"]), float(d["at"]), d["reason"]))
+        return out
+
+    def list_jobs(self, limit: int = 50) -> list[JobRecord]:
+        ids = [i.decode() for i in self.r.zrevrange(self.keys.jobs(), 0, limit - 1)]
+        pipe = self.r.pipeline(transaction=False)
+        for i in ids:
+            pipe.hgetall(self.keys.job(i))
+        return [_record(i, raw) for i, raw in zip(ids, pipe.execute(), strict=True) if raw]
+
+    def find_by_prefix(self, prefix: str) -> str:
+        """Resolve a unique job-id prefix (users type the first few characters)."""
+        if self.exists(prefix):
+            return prefix
+        ids: list[str] = [i.decode() for i in self.r.zrange(self.keys.jobs(), 0, -1)]
+        hits = [i for i in ids if i.startswith(prefix)]
+        if len(hits) != 1:
+            raise JobNotFound(prefix)
+        return hits[0]
+
+    # --- ownership --------------------------------------------------------------------------
+
+    def claim(self, job_id: str, owner: str, ttl_s: float) -> bool:
+        """Take the per-job lock and become the owner of an unowned job. False if another
+        runner holds it or owned it (invariant 6: at most one live session per job)."""
+        if not self.r.set(self.keys.lock(job_id), owner, nx=True, px=int(ttl_s * 1000)):
+            return False
+        key = self.keys.job(job_id)
+
+        def txn(pipe: Any) -> bool:
+            cur = pipe.hget(key, "owner")
+            if cur is None or cur.decode() not in ("", owner):
+                return False
+            pipe.multi()
+            pipe.hset(key, "owner", owner)
+            pipe.zadd(self.keys.leases(), {job_id: self.clock.time() + ttl_s})
+            return True
+
+        ok = self._watch(txn, key)
+        if not ok:
+            self.release_lock(job_id, owner)
+        return ok
+
+    def renew(self, job_id: str, owner: str, ttl_s: float) -> bool:
+        """Heartbeat: extend the lease if we still hold the lock."""
+        lock = self.keys.lock(job_id)
+
+        def txn(pipe: Any) -> bool:
+            cur = pipe.get(lock)
+            if cur is None or cur.decode() != owner:
+                return False
+            pipe.multi()
+            pipe.pexpire(lock, int(ttl_s * 1000))
+            pipe.zadd(self.keys.leases(), {job_id: self.clock.time() + ttl_s})
+            return True
+
+        return self._watch(txn, lock)
+
+    def release_lock(self, job_id: str, owner: str) -> None:
+        lock = self.keys.lock(job_id)
+
+        def txn(pipe: Any) -> None:
+            cur = pipe.get(lock)
+            pipe.multi()
+            if cur is not None and cur.decode() == owner:
+                pipe.delete(lock)
+                pipe.zrem(self.keys.leases(), job_id)
+
+        self._watch(txn, lock)
+
+    # --- the one state writer ---------------------------------------------------------------
+
+    def transition(
+        self,
+        job_id: str,
+        dst: JobState,
+        *,
+        owner: str,
+        reason: str,
+        fields: Mapping[str, str] | None = None,
+    ) -> JobRecord:
+        """Move a job to `dst` if the edge is allowed and `owner` is the job's owner."""
+        extra = dict(fields or {})
+        _check_fields(extra)
+        key = self.keys.job(job_id)
+        now = self.clock.time()
+
+        def txn(pipe: Any) -> None:
+            raw = pipe.hgetall(key)
+            if not raw:
+                raise JobNotFound(job_id)
+            src = JobState(raw[b"state"].decode())
+            if raw.get(b"owner", b"").decode() != owner:
+                raise StaleOwner(job_id)
+            if not can_transition(src, dst):
+                raise IllegalTransition(job_id, src.value, dst.value)
+            pipe.multi()
+            pipe.hset(
+                key,
+                mapping={"state": dst.value, "reason": reason, "updated_at": repr(now), **extra},
+            )
+            pipe.rpush(self.keys.history(job_id), _entry(dst, now, reason))
+
+        self._watch(txn, key)
+        return self.get(job_id)
+
+    def set_fields(self, job_id: str, *, owner: str, **values: str) -> None:
+        """Record runtime facts (endpoint, exit code, report...) as the job's owner."""
+        _check_fields(values)
+        key = self.keys.job(job_id)
+
+        def txn(pipe: Any) -> None:
+            cur = pipe.hget(key, "owner")
+            if cur is None:
+                raise JobNotFound(job_id)
+            if cur.decode() != owner:
+                raise StaleOwner(job_id)
+            pipe.multi()
+            pipe.hset(key, mapping={**values, "updated_at": repr(self.clock.time())})
+
+        self._watch(txn, key)
+
+    # --- cancel flag ------------------------------------------------------------------------
+
+    def request_cancel(self, job_id: str, reason: str) -> None:
+        self.get(job_id)
+        self.r.set(self.keys.cancel(job_id), reason or "cancelled")
+
+    def cancel_requested(self, job_id: str) -> str | None:
+        raw = self.r.get(self.keys.cancel(job_id))
+        return raw.decode() if raw is not None else None
+
+    # --- log stream -------------------------------------------------------------------------
+
+    def append_log(self, job_id: str, text: str, stream: str = "out") -> str:
+        entry_id = self.r.xadd(
+            self.keys.log(job_id),
+            {"line": text, "stream": stream},
+            maxlen=self.log_maxlen,
+            approximate=True,
+        )
+        return entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
+
+    def read_log(
+        self, job_id: str, after: str = "0-0", *, count: int = 1000, block_ms: int | None = None
+    ) -> list[LogLine]:
+        if block_ms is None:
+            rows = self.r.xrange(self.keys.log(job_id), min=f"({after}", count=count)
+        else:
+            res = self.r.xread({self.keys.log(job_id): after}, count=count, block=block_ms)
+            rows = res[0][1] if res else []
+        return [
+            LogLine(
+                i.decode(), f[b"line"].decode(errors="replace"), f.get(b"stream", b"out").decode()
+            )
+            for i, f in rows
+        ]
+
+    # --- internals --------------------------------------------------------------------------
+
+    def _watch(self, fn: Callable[[Any], T], *watch: str) -> T:
+        while True:
+            with self.r.pipeline() as pipe:
+                try:
+                    pipe.watch(*watch)
+                    result = fn(pipe)
+                    if pipe.explicit_transaction:
+                        pipe.execute()
+                    return result
+                except redis.WatchError:
+                    continue
+
+
+def _entry(state: JobState, at: float, reason: str) -> str:
+    return json.dumps({"state": state.value, "at": at, "reason": reason})
+
+
+def _check_fields(values: Mapping[str, str]) -> None:
+    unknown = set(values) - RUNTIME_FIELDS
+    if unknown:
+        raise ValueError(f"unknown job record fields: {sorted(unknown)}")
+
+
+def _record(job_id: str, raw: Mapping[bytes, bytes]) -> JobRecord:
+    d = {k.decode(): v.decode() for k, v in raw.items()}
+    return JobRecord(
+        job_id=job_id,
+        spec=decode_spec(d.pop("spec")),
+        state=JobState(d.pop("state")),
+        owner=d.pop("owner", ""),
+        reason=d.pop("reason", ""),
+        created_at=float(d.pop("created_at", "0")),
+        updated_at=float(d.pop("updated_at", "0")),
+        fields=d,
+    )

@@ -1,0 +1,64 @@
+"""The verified stop: the only way colabq ends a session (invariants 2 and 3).
+
+A session is stopped only when `colab status` shows exactly the owned name at the recorded
+endpoint; after the stop, a status that says "not found" proves it is gone. A mismatch is
+reported, never acted on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from enum import StrEnum
+
+from worker.clock import Clock
+from worker.colab import ColabDriver
+from worker.errors import ColabError, ColabqError
+
+
+class ReleaseOutcome(StrEnum):
+    ALREADY_GONE = "released (self-released or already gone, verified)"
+    STOPPED = "released (stopped by colabq, verified)"
+
+
+class EndpointMismatch(ColabqError):
+    def __init__(self, name: str, recorded: str, seen: str) -> None:
+        super().__init__(
+            f"Session {name} shows endpoint {seen}, but colabq recorded {recorded}: not stopping it."
+        )
+        self.name, self.recorded, self.seen = name, recorded, seen
+
+    hint = "Check the account's sessions (`colab sessions`) and stop it by hand if it is yours."
+
+
+class ReleaseNotVerified(ColabqError):
+    hint = "Run `colab sessions` on the worker host and stop the session if it is still listed."
+
+
+def release_session(
+    driver: ColabDriver,
+    name: str,
+    endpoint: str,
+    *,
+    clock: Clock,
+    log: Callable[[str], None],
+    attempts: int = 5,
+    backoff_s: float = 2.0,
+) -> ReleaseOutcome:
+    """Stop `name` if it is still ours at `endpoint`, retrying failed stops; verify it is gone."""
+    last: Exception | None = None
+    stopped = False
+    for attempt in range(attempts):
+        try:
+            seen = driver.status(name)
+            if seen is None:
+                return ReleaseOutcome.STOPPED if stopped else ReleaseOutcome.ALREADY_GONE
+            if seen.endpoint != endpoint:
+                raise EndpointMismatch(name, endpoint, seen.endpoint)
+            log(f"stopping {name} at {endpoint}")
+            driver.stop(name)
+            stopped = True
+        except ColabError as exc:
+            last = exc
+            log(f"stop attempt {attempt + 1} failed: {exc}")
+            clock.sleep(backoff_s * 2**attempt)
+    raise ReleaseNotVerified(f"Session {name} at {endpoint} was not verified gone: {last}")

@@ -1,0 +1,73 @@
+"""The one settings object of colabq (pydantic-settings, `COLABQ_` prefix, `.env` supported).
+
+Built once at an entry point (`Settings()`), never at import time, and passed down. Invalid
+values fail at start-up with the field named. Secrets are not settings values: the Hub token is a
+0600 file whose *path* is a setting, read only by the runner on the worker host.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from worker.errors import ConfigError
+
+
+def _default_state_dir() -> Path:
+    return Path.home() / ".local" / "state" / "colabq"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="COLABQ_", env_file=".env", extra="ignore", frozen=True
+    )
+
+    redis_url: str = "redis://127.0.0.1:6379/0"
+    # Every Redis key colabq writes starts with this, so one Redis can host several deployments.
+    key_prefix: str = "colabq"
+    colab_bin: str = "colab"
+    colab_version: str = "0.7.4"
+    # Worker-local state: the CLI's per-slot sessions.json, job work dirs, recovered results.
+    state_dir: Path = Field(default_factory=_default_state_dir)
+    colab_call_timeout_s: float = Field(default=30.0, gt=0)
+    colab_upload_timeout_s: float = Field(default=600.0, gt=0)
+    # Sessions are proven ours by this prefix plus 128 random bits.
+    session_prefix: str = "colabq-"
+    hf_token_file: Path | None = None
+    poll_interval_s: float = Field(default=2.0, gt=0)
+    heartbeat_interval_s: float = Field(default=5.0, gt=0)
+    lease_ttl_s: float = Field(default=30.0, gt=0)
+    log_stream_maxlen: int = Field(default=20_000, ge=100)
+    # GPU types this worker serves (one queue each: gpu.<type>).
+    worker_gpus: tuple[str, ...] = ("T4", "L4", "G4", "A100", "H100")
+    janitor_interval_s: float = Field(default=60.0, gt=0)
+
+    @field_validator("redis_url")
+    @classmethod
+    def _redis_scheme(cls, v: str) -> str:
+        if not v.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError("must start with redis://, rediss:// or unix://")
+        return v
+
+    @field_validator("session_prefix")
+    @classmethod
+    def _prefix_safe(cls, v: str) -> str:
+        if not v or not all(c.isalnum() or c in "-_" for c in v):
+            raise ValueError("must be non-empty letters, digits, '-' or '_'")
+        return v
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Build the settings at an entry point; an invalid value becomes one ConfigError line."""
+    from pydantic import ValidationError
+
+    try:
+        return Settings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = ".".join(str(p) for p in err["loc"])
+        raise ConfigError(
+            f"Invalid setting COLABQ_{field.upper()}: {err['msg']}. Fix it in the environment or .env."
+        ) from None

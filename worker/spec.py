@@ -1,0 +1,151 @@
+"""The wire contract: `JobSpec`, what a producer sends and a worker receives.
+
+Validated when submitted and again when a worker decodes it (`decode_spec`). Frozen and
+`extra="forbid"`; it never holds a secret (tokens stay on worker hosts as 0600 files).
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from worker.errors import SpecError
+
+SCHEMA_VERSION: Literal[1] = 1
+MAX_SCRIPT_BYTES = 1024 * 1024
+# The wrapper's `timeout --kill-after` grace, which must also fit inside the wall cap.
+KILL_AFTER_S = 120
+RUN_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
+_INPUT_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_REMOTE_SCHEMES = ("hf://", "gs://", "https://")
+
+
+class Gpu(StrEnum):
+    T4 = "T4"
+    L4 = "L4"
+    G4 = "G4"
+    A100 = "A100"
+    H100 = "H100"
+
+
+class ArtifactDest(BaseModel):
+    """Where results go: a Hub repo (`hf`) or, for rehearsals on the emulator, a local folder."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    kind: Literal["hf", "local"] = "hf"
+    repo: str = Field(min_length=1, max_length=200)
+    repo_type: Literal["model", "dataset"] = "model"
+    prefix: str = Field(default="", max_length=300)
+
+    @field_validator("prefix")
+    @classmethod
+    def _prefix(cls, v: str) -> str:
+        v = v.strip("/")
+        if ".." in v.split("/") or any(c.isspace() for c in v):
+            raise ValueError("prefix must not contain '..' or whitespace")
+        return v
+
+
+def reserve_s(wall_cap_s: float) -> float:
+    """Time inside the wall cap kept for allocation, uploads and the final sync."""
+    return min(max(0.1 * wall_cap_s, 30.0), 1800.0)
+
+
+def default_ttl_s(wall_cap_s: float) -> float:
+    """The job's own TTL: what is left of the wall cap after the reserve and the kill grace."""
+    return max(wall_cap_s - reserve_s(wall_cap_s) - KILL_AFTER_S, 1.0)
+
+
+Seconds = Annotated[float, Field(gt=0)]
+
+
+class JobSpec(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    job_id: str = Field(pattern=r"^[a-z0-9]{8,40}$")
+    idempotency_key: str = Field(min_length=1, max_length=200)
+    run_name: str = Field(min_length=1, max_length=96, pattern=RUN_NAME_PATTERN)
+    commit: str = Field(default="", max_length=64)
+    script: str
+    script_name: str = "job.sh"
+    hub_inputs: dict[str, str] = Field(default_factory=dict)
+    gpu: Gpu
+    high_mem: bool = False
+    wall_cap_s: Seconds = 12 * 3600
+    idle_timeout_s: Seconds = 180
+    sync_interval_s: Seconds = 15 * 60
+    sync_paths: tuple[str, ...] = ()
+    ttl_s: Seconds
+    artifact: ArtifactDest
+    expected_artifacts: tuple[str, ...] = ()
+    tracker: str | None = None
+    budget_units: float = Field(default=0.0, ge=0)
+    waivers: tuple[str, ...] = ()
+    preflight_digest: str | None = None
+    submitted_at: datetime
+    submitted_from: str = ""
+
+    @field_validator("script")
+    @classmethod
+    def _script(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("the job script is empty")
+        if len(v.encode()) > MAX_SCRIPT_BYTES:
+            raise ValueError(f"the job script is over {MAX_SCRIPT_BYTES} bytes (1 MiB)")
+        return v
+
+    @field_validator("hub_inputs")
+    @classmethod
+    def _inputs(cls, v: dict[str, str]) -> dict[str, str]:
+        for name, uri in v.items():
+            if not _INPUT_NAME.fullmatch(name):
+                raise ValueError(f"input name {name!r} must match [A-Za-z_][A-Za-z0-9_]*")
+            if not uri.startswith(_REMOTE_SCHEMES) or any(c.isspace() for c in uri):
+                raise ValueError(
+                    f"input {name}={uri!r} must be an hf://, gs:// or https:// URI without "
+                    "whitespace (stage local data first)"
+                )
+        return v
+
+    @model_validator(mode="after")
+    def _times(self) -> JobSpec:
+        if self.ttl_s + KILL_AFTER_S + reserve_s(self.wall_cap_s) > self.wall_cap_s + 1e-6:
+            raise ValueError(
+                "ttl_s leaves no room inside wall_cap_s for allocation, uploads and the final "
+                f"sync (at most {default_ttl_s(self.wall_cap_s):.0f}s for this wall cap)"
+            )
+        if self.idle_timeout_s > self.wall_cap_s:
+            raise ValueError("idle_timeout_s must not exceed wall_cap_s")
+        return self
+
+    @property
+    def queue(self) -> str:
+        return queue_for(self.gpu)
+
+
+def queue_for(gpu: Gpu | str) -> str:
+    return f"gpu.{str(gpu).lower()}"
+
+
+def encode_spec(spec: JobSpec) -> str:
+    return spec.model_dump_json()
+
+
+def decode_spec(payload: str | bytes) -> JobSpec:
+    """Validate a spec received from the wire; any problem is one SpecError naming the field."""
+    try:
+        return JobSpec.model_validate_json(payload)
+    except ValidationError as exc:
+        raise spec_error(exc) from None
+
+
+def spec_error(exc: ValidationError) -> SpecError:
+    err = exc.errors()[0]
+    field = ".".join(str(p) for p in err["loc"]) or "spec"
+    msg = str(err["msg"]).removeprefix("Value error, ")
+    return SpecError(field, msg)

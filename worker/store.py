@@ -1,0 +1,86 @@
+"""The artifact store seam: where a job's results are durably kept, and proof that they are.
+
+`ArtifactStore` is what the runner depends on. `LocalStore` serves `kind="local"` destinations
+(rehearsals on the emulator, whose "VM" writes to this machine's disk); the Hub store serves
+`kind="hf"`. Layout, both kinds: `<prefix>/logs/<job>/{job.log,exit_code}` and
+`<prefix>/<basename of each sync path>`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from worker.spec import ArtifactDest, JobSpec
+
+
+@dataclass(frozen=True)
+class Verification:
+    ok: bool
+    exit_code: int | None
+    present: tuple[str, ...]
+    missing: tuple[str, ...]
+    detail: str
+
+    def summary(self) -> str:
+        if self.ok:
+            return f"verified: exit_code={self.exit_code}, {len(self.present)} artifact(s) present"
+        return f"not verified: {self.detail}"
+
+
+class ArtifactStore(Protocol):
+    def location(self, spec: JobSpec) -> str: ...
+
+    def verify(self, spec: JobSpec) -> Verification: ...
+
+
+def logs_path(spec: JobSpec) -> str:
+    return _join(spec.artifact.prefix, "logs", spec.job_id)
+
+
+def artifact_path(spec: JobSpec, name: str) -> str:
+    return _join(spec.artifact.prefix, name)
+
+
+def _join(*parts: str) -> str:
+    return "/".join(p.strip("/") for p in parts if p.strip("/"))
+
+
+def parse_exit_code(text: str) -> int | None:
+    try:
+        return int(text.strip())
+    except ValueError:
+        return None
+
+
+class LocalStore:
+    """A folder on this machine standing in for the Hub repo (`ArtifactDest.repo` is its path)."""
+
+    def location(self, spec: JobSpec) -> str:
+        return str(Path(spec.artifact.repo) / spec.artifact.prefix)
+
+    def verify(self, spec: JobSpec) -> Verification:
+        root = Path(spec.artifact.repo)
+        exit_file = root / logs_path(spec) / "exit_code"
+        exit_code = parse_exit_code(exit_file.read_text()) if exit_file.is_file() else None
+        present, missing = [], []
+        for name in (f"logs/{spec.job_id}/exit_code", *spec.expected_artifacts):
+            p = root / artifact_path(spec, name)
+            if p.is_file() and p.stat().st_size > 0:
+                present.append(name)
+            elif p.is_dir() and any(f.is_file() and f.stat().st_size > 0 for f in p.rglob("*")):
+                present.append(name)
+            else:
+                missing.append(name)
+        ok = not missing and exit_code is not None
+        detail = "" if ok else f"missing: {', '.join(missing) or 'a readable exit_code'}"
+        return Verification(ok, exit_code, tuple(present), tuple(missing), detail)
+
+
+def build_store(dest: ArtifactDest) -> ArtifactStore:
+    if dest.kind == "local":
+        return LocalStore()
+    from worker.errors import StoreError
+
+    raise StoreError("Hub destinations need the Hub store, which this build does not have yet.")

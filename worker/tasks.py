@@ -1,0 +1,82 @@
+"""Thin Celery tasks: decode the spec, take the job's lock, call the runner, settle.
+
+All logic lives in plain functions (`execute_job`) that take their side effects as arguments.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import socket
+from typing import Any
+
+from worker.clock import SystemClock
+from worker.deps import build_driver, build_ledger, job_dir
+from worker.errors import JobNotFound, SpecError
+from worker.lease import Heartbeat
+from worker.ledger import Ledger
+from worker.runner import RunnerDeps, run_job
+from worker.settings import Settings, load_settings
+from worker.spec import decode_spec
+from worker.states import TERMINAL
+from worker.store import build_store
+
+log = logging.getLogger(__name__)
+
+
+def execute_job(payload: str, settings: Settings, ledger: Ledger, worker_name: str) -> dict[str, Any]:
+    try:
+        spec = decode_spec(payload)
+    except SpecError as exc:
+        # Validated again on receipt: a bad message never reaches the runner.
+        log.error("refused a job spec: %s", exc)
+        return {"state": "refused", "reason": str(exc)}
+    try:
+        rec = ledger.get(spec.job_id)
+    except JobNotFound:
+        return {"state": "refused", "reason": "no ledger record for this job"}
+    if rec.state in TERMINAL:
+        return {"state": rec.state.value, "reason": "already terminal"}
+    owner = secrets.token_hex(16)
+    if not ledger.claim(spec.job_id, owner, settings.lease_ttl_s):
+        # Redelivery or a duplicate message: another runner owns this job (invariant 6).
+        return {"state": "skipped", "reason": "job is owned by another runner"}
+    workdir = job_dir(settings, spec.job_id)
+    workdir.mkdir(parents=True, exist_ok=True)
+    deps = RunnerDeps(
+        clock=SystemClock(),
+        ledger=ledger,
+        driver=build_driver(settings, spec.job_id),
+        store=build_store(spec.artifact),
+        settings=settings,
+        workdir=workdir,
+        worker_name=worker_name,
+    )
+    try:
+        with Heartbeat(
+            ledger,
+            spec.job_id,
+            owner,
+            interval_s=settings.heartbeat_interval_s,
+            ttl_s=settings.lease_ttl_s,
+        ):
+            outcome = run_job(spec, owner, deps)
+    finally:
+        ledger.release_lock(spec.job_id, owner)
+    return {"state": outcome.state.value, "reason": outcome.reason, "exit_code": outcome.exit_code}
+
+
+def run_job_task(self: Any, payload: str) -> dict[str, Any]:
+    settings = load_settings()
+    hostname = getattr(self.request, "hostname", None) or socket.gethostname()
+    return execute_job(payload, settings, build_ledger(settings), hostname)
+
+
+def janitor_task() -> list[str]:
+    from worker.janitor import janitor_pass
+
+    settings = load_settings()
+    report = janitor_pass(build_ledger(settings), dry_run=False)
+    for line in report.lines():
+        log.info(line)
+    return report.lines()

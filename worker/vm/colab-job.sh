@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# colabq's wrapper: runs on the Colab VM (or the emulator's sandbox) with /content as the working
+# directory. It owns the job's life on the VM: the first upload (must succeed before the job runs),
+# periodic syncs, the job under `timeout`, `exit_code`, the final upload, and self-release only
+# after the final upload succeeded (otherwise the VM holds the only copy of the results).
+#
+# Usage: bash colab-job.sh --job ID --nonce N --ttl S --sync-interval S --dest-kind K
+#          --dest-repo R --dest-type T --prefix P [--sync PATH]... -- CMD [ARGS]...
+# Prints sentinels __COLABQ_<nonce>_<WHAT>__=<value> that the runner parses.
+set -u
+# Colab presets that break uv projects and plotting in a batch job.
+unset UV_SYSTEM_PYTHON PYTHONPATH MPLBACKEND
+
+JOB="" NONCE="" TTL="" SYNC_INTERVAL=900 DEST_KIND="" DEST_REPO="" DEST_TYPE="model" PREFIX=""
+SYNC_PATHS=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --job) JOB="$2"; shift 2 ;;
+    --nonce) NONCE="$2"; shift 2 ;;
+    --ttl) TTL="$2"; shift 2 ;;
+    --sync-interval) SYNC_INTERVAL="$2"; shift 2 ;;
+    --dest-kind) DEST_KIND="$2"; shift 2 ;;
+    --dest-repo) DEST_REPO="$2"; shift 2 ;;
+    --dest-type) DEST_TYPE="$2"; shift 2 ;;
+    --prefix) PREFIX="$2"; shift 2 ;;
+    --sync) SYNC_PATHS+=("$2"); shift 2 ;;
+    --) shift; break ;;
+    *) echo "colab-job.sh: unknown argument $1" >&2; exit 64 ;;
+  esac
+done
+if [ -z "$JOB" ] || [ -z "$NONCE" ] || [ -z "$TTL" ] || [ $# -eq 0 ]; then
+  echo "colab-job.sh: --job, --nonce, --ttl and a command are required" >&2
+  exit 64
+fi
+
+ROOT="$PWD"
+WORK="$ROOT/colab-jobs/$JOB"
+LOGS="$WORK/logs"
+mkdir -p "$LOGS"
+sentinel() { echo "__COLABQ_${NONCE}_$1__=$2"; }
+
+sync_all() {
+  # One upload pass: the log folder, then every declared sync path that exists.
+  python3 "$ROOT/colabq_sync.py" --kind "$DEST_KIND" --repo "$DEST_REPO" --repo-type "$DEST_TYPE" \
+    --src "$LOGS" --dst "${PREFIX:+$PREFIX/}logs/$JOB" || return 1
+  local p
+  for p in "${SYNC_PATHS[@]+"${SYNC_PATHS[@]}"}"; do
+    [ -e "$WORK/$p" ] || continue
+    python3 "$ROOT/colabq_sync.py" --kind "$DEST_KIND" --repo "$DEST_REPO" --repo-type "$DEST_TYPE" \
+      --src "$WORK/$p" --dst "${PREFIX:+$PREFIX/}$(basename "$p")" || return 1
+  done
+}
+
+echo "colabq: job $JOB starting on $(hostname) at $(date -u +%FT%TZ)" > "$LOGS/job.log"
+if ! sync_all; then
+  echo "colabq: first upload failed; the job does not run" | tee -a "$LOGS/job.log"
+  sentinel FIRST_UPLOAD failed
+  exit 2
+fi
+sentinel FIRST_UPLOAD ok
+
+# The periodic sync stops only between uploads: the loop checks the stop flag before each pass.
+STOP_FLAG="$WORK/.sync-stop"
+rm -f "$STOP_FLAG"
+(
+  while sleep "$SYNC_INTERVAL"; do
+    [ -e "$STOP_FLAG" ] && break
+    sync_all >/dev/null 2>&1 || echo "colabq: periodic sync failed (will retry)" >> "$LOGS/job.log"
+  done
+) &
+SYNC_PID=$!
+
+sentinel STARTED "$(date -u +%s)"
+( cd "$WORK" && exec timeout --kill-after=120 "$TTL" "$@" ) 2>&1 | tee -a "$LOGS/job.log"
+rc=${PIPESTATUS[0]}
+
+touch "$STOP_FLAG"
+kill "$SYNC_PID" 2>/dev/null
+wait "$SYNC_PID" 2>/dev/null
+echo "$rc" > "$LOGS/exit_code"
+sentinel EXIT "$rc"
+
+if sync_all; then
+  sentinel FINAL_UPLOAD ok
+  if [ -n "${TBE_RUNTIME_ADDR:-}" ]; then
+    sentinel SELF_RELEASE requested
+    python3 - "$TBE_RUNTIME_ADDR" <<'PY'
+import sys, urllib.request
+req = urllib.request.Request(f"http://{sys.argv[1]}/unassign", data=b"", method="POST")
+try:
+    urllib.request.urlopen(req, timeout=30).read()
+except Exception as exc:
+    print(f"colabq: self-release failed: {exc}", flush=True)
+PY
+  fi
+else
+  sentinel FINAL_UPLOAD failed
+  echo "colabq: final upload failed; keeping the VM: it holds the only copy of the results"
+fi
+exit "$rc"
