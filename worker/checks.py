@@ -50,3 +50,28 @@ def check_budget(driver: ColabDriver, budget_units: float) -> float:
     if usage.balance_units < budget_units:
         raise BudgetExceeded(usage.balance_units, budget_units)
     return usage.balance_units
+
+
+MAX_TOKEN_BYTES = 16 * 1024
+
+
+def check_token_file(path: Path) -> None:
+    """A token file must be a regular file of mode exactly 0600, non-empty, at most 16 KiB.
+    The message names the path and the problem, never the content."""
+    from worker.errors import SecretFileError
+
+    try:
+        st = path.lstat()
+    except OSError:
+        raise SecretFileError(f"Token file {path} does not exist.") from None
+    import stat as _stat
+
+    if not _stat.S_ISREG(st.st_mode):
+        raise SecretFileError(f"Token file {path} is not a regular file.")
+    mode = _stat.S_IMODE(st.st_mode)
+    if mode != 0o600:
+        raise SecretFileError(f"Token file {path} has mode {mode:04o}; run `chmod 600 {path}`.")
+    if st.st_size == 0:
+        raise SecretFileError(f"Token file {path} is empty.")
+    if st.st_size > MAX_TOKEN_BYTES:
+        raise SecretFileError(f"Token file {path} is over 16 KiB; is it really a token?")

@@ -23,7 +23,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Literal, Protocol
 
 from worker.colab_parse import (
     LocalRecord,
@@ -166,6 +166,7 @@ class ColabCli:
         upload_timeout_s: float = 600.0,
         new_timeout_s: float = 300.0,
         env: Mapping[str, str] | None = None,
+        auth: Literal["oauth2", "adc"] | None = None,
     ) -> None:
         self.binary = str(binary)
         self.config_path = Path(config_path)
@@ -175,6 +176,8 @@ class ColabCli:
         # would leave an untracked VM, so its budget is longer than the other calls'.
         self.new_timeout_s = new_timeout_s
         self._env = dict(env) if env is not None else None
+        # None keeps the CLI's default (oauth2, with a pre-seeded token.json).
+        self._global_args = ("--config", str(self.config_path), *(("--auth", auth) if auth else ()))
         self._prepared = False
         self._prepare_lock = threading.Lock()
 
@@ -198,7 +201,7 @@ class ColabCli:
                 self._prepared = True
 
     def _argv(self, args: Sequence[str]) -> tuple[str, ...]:
-        return (self.binary, "--config", str(self.config_path), *args)
+        return (self.binary, *self._global_args, *args)
 
     def _run(self, args: Sequence[str], timeout_s: float) -> CliCall:
         self._prepare()

@@ -282,11 +282,11 @@ def is_auth_failure(call: CliCall) -> bool:
 
 
 def _subcommand(argv: tuple[str, ...]) -> str:
-    if "--config" in argv:
-        index = argv.index("--config") + 2
-        if index < len(argv):
-            return argv[index]
-    return "call"
+    """The first word after the global options (each of which takes one value)."""
+    index = 1
+    while index < len(argv) and argv[index].startswith("-"):
+        index += 2
+    return argv[index] if index < len(argv) else "call"
 
 
 def classify_failure(call: CliCall) -> ColabError:

@@ -11,6 +11,7 @@ import redis
 
 from worker.clock import SystemClock
 from worker.colab import ColabCli
+from worker.jobfiles import JobFiles
 from worker.keys import Keys
 from worker.ledger import Ledger
 from worker.settings import Settings
@@ -41,7 +42,7 @@ def build_driver(settings: Settings, job_id: str) -> ColabCli:
     # can race an exec of another, and a restarted worker finds the file from the job id alone.
     return ColabCli(
         settings.colab_bin,
-        job_dir(settings, job_id) / "colab-sessions.json",
+        JobFiles(job_dir(settings, job_id)).cli_config,
         timeout_s=settings.colab_call_timeout_s,
         upload_timeout_s=settings.colab_upload_timeout_s,
     )

@@ -193,3 +193,92 @@ class SessionNameInUse(ColabError, FileExistsError):
     def __init__(self, name: str, endpoint: str) -> None:
         super().__init__(f"Session name {name!r} already has a local record (endpoint {endpoint}).")
         self.name, self.endpoint = name, endpoint
+
+
+# --- appended by the Hub store (worker/hub.py) -----------------------------------------------
+
+
+class HubAuthError(StoreError, PermissionError):
+    """The Hub refused the token: 401 (unknown or missing) or 403 (read-only, foreign namespace)."""
+
+    def __init__(self, repo_id: str, status: int | None, reason: str) -> None:
+        code = f"HTTP {status}" if status else "no token"
+        super().__init__(f"The Hub refused access to {repo_id or 'the Hub'} ({code}): {reason}")
+        self.repo_id, self.status, self.reason = repo_id, status, reason
+
+    hint = "Use a write token for the repo's namespace (HF_TOKEN, or `hf auth login`)."
+
+
+class HubNotFound(StoreError, LookupError):
+    """A repo, revision or path is not on the Hub (or is another account's private repo)."""
+
+    def __init__(self, uri: str, what: str = "path") -> None:
+        super().__init__(f"Not on the Hub: {uri} (the {what} does not exist or is not visible).")
+        self.uri, self.what = uri, what
+
+    hint = "Check the repo id, the repo type (datasets/ in the URI?) and the path."
+
+
+class HubEmptyArtifact(StoreError, ValueError):
+    """The path exists but holds no data: zero-byte file(s) only."""
+
+    def __init__(self, uri: str) -> None:
+        super().__init__(f"{uri} exists but holds no data (zero bytes).")
+        self.uri = uri
+
+    hint = "Upload it again (`colabq stage`) before relying on it."
+
+
+class HubUnavailable(StoreError, ConnectionError):
+    """The Hub kept failing (5xx, 429, dropped connections) through every attempt."""
+
+    def __init__(self, operation: str, attempts: int, status: int | None, reason: str) -> None:
+        code = f"HTTP {status}" if status else "connection failed"
+        super().__init__(f"Hub {operation} failed after {attempts} attempt(s) ({code}): {reason}")
+        self.operation, self.attempts, self.status, self.reason = (
+            operation, attempts, status, reason,
+        )  # fmt: skip
+
+    hint = "The Hub is down or overloaded: retry later (a failed commit changes nothing)."
+
+
+class HubRepoNotPrivate(StoreError, PermissionError):
+    """An existing output repo is public: colabq never writes results there."""
+
+    def __init__(self, repo_id: str, repo_type: str) -> None:
+        super().__init__(f"The {repo_type} repo {repo_id} is public.")
+        self.repo_id, self.repo_type = repo_id, repo_type
+
+    hint = "colabq never changes visibility: make it private on the Hub or choose another repo."
+
+
+class HubDestinationExists(StoreError, FileExistsError):
+    """Staging would overwrite data already on the Hub."""
+
+    def __init__(self, uri: str, size_bytes: int) -> None:
+        super().__init__(f"{uri} already holds {size_bytes} bytes.")
+        self.uri, self.size_bytes = uri, size_bytes
+
+    hint = "Pass --overwrite to replace it, or stage to another path."
+
+
+class HubRequestError(StoreError):
+    """The Hub rejected a request for a reason retrying will not fix (400, 409, 412, 413...)."""
+
+    def __init__(self, operation: str, status: int | None, reason: str) -> None:
+        code = f"HTTP {status}" if status else "error"
+        super().__init__(f"Hub {operation} was refused ({code}): {reason}")
+        self.operation, self.status, self.reason = operation, status, reason
+
+
+class HubUriError(UserInputError, StoreError):
+    """An `hf://` URI that does not parse."""
+
+    def __init__(self, uri: str, reason: str) -> None:
+        super().__init__(f"Bad Hub URI {uri!r}: {reason}.")
+        self.uri, self.reason = uri, reason
+
+    hint = "Write it as hf://[datasets/]OWNER/REPO[@REVISION][/PATH]."
+
+
+RETRYABLE = (*RETRYABLE, HubUnavailable)

@@ -38,6 +38,7 @@ class ExecResult:
     exec_rc: int | None = None
     sentinels: dict[str, str] = field(default_factory=dict)
     error: str = ""
+    after_release: list[str] = field(default_factory=list)
 
     @property
     def exit_code(self) -> int | None:
@@ -55,7 +56,12 @@ class ExecResult:
             d = json.loads(path.read_text())
         except (OSError, ValueError):
             return None
-        return cls(exec_rc=d.get("exec_rc"), sentinels=d.get("sentinels", {}), error=d.get("error", ""))
+        return cls(
+            exec_rc=d.get("exec_rc"),
+            sentinels=d.get("sentinels", {}),
+            error=d.get("error", ""),
+            after_release=d.get("after_release", []),
+        )
 
 
 def _pump(
@@ -67,6 +73,10 @@ def _pump(
         with lock:
             if hit:
                 result.sentinels[hit[0]] = hit[1]
+            elif "SELF_RELEASE" in result.sentinels and stream == "err":
+                # The VM released itself after a verified final upload: colab exec's
+                # "connection lost" traceback is expected, not the job's output.
+                result.after_release.append(line)
             else:
                 emit(line, stream)
 
@@ -109,6 +119,9 @@ def run(argv: list[str], nonce: str, result_path: Path, emit: LineSink) -> ExecR
     result.exec_rc = proc.wait()
     for t in threads:
         t.join()
+    if result.after_release:
+        last = result.after_release[-1].strip()
+        emit(f"[colabq] the VM released itself; colab exec ended with: {last}", "colabq")
     result.dump(result_path)
     return result
 

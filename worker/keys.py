@@ -24,6 +24,10 @@ class Keys:
         """Capped stream of the job's output lines."""
         return f"{self.prefix}:job:{job_id}:log"
 
+    def watch(self, job_id: str) -> str:
+        """Hash: what the job's watchdog observed (endpoint seen, stop reason, verified)."""
+        return f"{self.prefix}:job:{job_id}:watch"
+
     def cancel(self, job_id: str) -> str:
         """Flag set by `colabq cancel`, polled by the runner."""
         return f"{self.prefix}:job:{job_id}:cancel"

@@ -240,6 +240,15 @@ class Ledger:
 
         self._watch(txn, key)
 
+    # --- watchdog observations (not state: no owner needed) ---------------------------------
+
+    def record_watch(self, job_id: str, fields: Mapping[str, str]) -> None:
+        self.r.hset(self.keys.watch(job_id), mapping=dict(fields))
+
+    def read_watch(self, job_id: str) -> dict[str, str]:
+        raw = self.r.hgetall(self.keys.watch(job_id))
+        return {k.decode(): v.decode() for k, v in raw.items()}
+
     # --- cancel flag ------------------------------------------------------------------------
 
     def request_cancel(self, job_id: str, reason: str) -> None:

@@ -1,15 +1,19 @@
 """The session runner: one job through one Colab session, from checks to a verified release.
 
-allocate -> upload -> background exec client -> wait -> persist/verify -> release (verified) ->
-terminal state. Every side effect comes in through `RunnerDeps`; every state change goes through
-the ledger's `transition()` with this runner's ownership token. The VM-side half is the wrapper in
-`worker/vm/`; the pre-allocation checks are in `checks.py`; the verified stop in `release.py`.
+checks -> watchdog confirmed alive -> allocate (endpoint recorded at once) -> uploads -> a
+background exec client -> wait (cancel, wall cap) -> persist and verify, or recover the results
+of a retained VM -> verified release -> terminal state and final report. Every side effect comes
+in through `RunnerDeps`; every state change goes through the ledger's `transition()` with this
+runner's ownership token. The VM-side half is `worker/vm/`; the stop rules are the watchdog's
+(`watchpolicy.py`), which runs beside this runner and outlives it.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import secrets
+import signal
 import subprocess
 import sys
 from collections.abc import Callable, Mapping
@@ -27,53 +31,60 @@ from worker.errors import (
     ColabqError,
 )
 from worker.execclient import ExecResult
+from worker.jobfiles import JobFiles, ProcRef, WatchSpec
 from worker.ledger import Ledger
+from worker.recovery import recover_results
 from worker.release import ReleaseOutcome, release_session
 from worker.settings import Settings
 from worker.spec import JobSpec
 from worker.states import JobState as S
 from worker.store import ArtifactStore
+from worker.watchpolicy import Phase
 
 VM_DIR = Path(__file__).parent / "vm"
 REMOTE_WRAPPER = "/content/colab-job.sh"
 REMOTE_SYNC = "/content/colabq_sync.py"
 REMOTE_SCRIPT = "/content/colab-user-job.sh"
+REMOTE_UPLOAD_TOKEN = "/content/.colabq-upload-token"
+REMOTE_JOB_TOKEN = "/content/.colabq-job-token"
+
+
+def remote_job_dir(job_id: str) -> str:
+    return f"/content/colab-jobs/{job_id}"
 
 
 class ExecProcess:
-    """The handle the runner keeps on the background exec client (a Popen in production)."""
+    """The handle the runner keeps on the background exec client."""
 
-    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
-        self.proc = proc
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
+    def __init__(self, pid: int, popen: subprocess.Popen[bytes] | None = None) -> None:
+        self.pid = pid
+        self.popen = popen
+        self.ref = ProcRef.of(pid)
 
     def alive(self) -> bool:
-        return self.proc.poll() is None
+        if self.popen is not None:
+            return self.popen.poll() is None
+        return bool(self.ref and self.ref.alive())
 
     def kill(self) -> None:
         if self.alive():
-            self.proc.kill()
-            self.proc.wait(timeout=10)
+            os.kill(self.pid, signal.SIGKILL)
+            if self.popen is not None:
+                self.popen.wait(timeout=10)
 
 
 Spawner = Callable[[list[str], Path, Mapping[str, str]], ExecProcess]
+WatchdogStarter = Callable[[JobFiles, Mapping[str, str]], object]
 
 
 def spawn_detached(argv: list[str], log_path: Path, env: Mapping[str, str]) -> ExecProcess:
     """Start the exec client in its own session so it outlives this worker process."""
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=log,
-            env=dict(env),
+            argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=dict(env),
             start_new_session=True,
-        )
-    return ExecProcess(proc)
+        )  # fmt: skip
+    return ExecProcess(proc.pid, proc)
 
 
 @dataclass(frozen=True)
@@ -83,7 +94,8 @@ class RunnerDeps:
     driver: ColabDriver
     store: ArtifactStore
     settings: Settings
-    workdir: Path
+    files: JobFiles
+    start_watchdog: WatchdogStarter
     spawn: Spawner = spawn_detached
     worker_name: str = "worker"
 
@@ -112,18 +124,24 @@ def session_name(prefix: str) -> str:
 class Runner:
     def __init__(self, spec: JobSpec, owner: str, deps: RunnerDeps) -> None:
         self.spec, self.owner, self.d = spec, owner, deps
+        self.files = deps.files
         self.job_id = spec.job_id
         self.name: str | None = None
         self.endpoint: str | None = None
         self.exit_code: int | None = None
         self.released: ReleaseOutcome | None = None
+        self.results_local: str | None = None
         self.notes: list[str] = []
         self.nonce = secrets.token_hex(8)
+        self.deadline_at = 0.0
 
     # --- helpers ----------------------------------------------------------------------------
 
     def _to(self, state: S, reason: str, **fields: str) -> None:
         self.d.ledger.transition(self.job_id, state, owner=self.owner, reason=reason, fields=fields)
+
+    def _phase(self, phase: Phase, client: ProcRef | None = None) -> None:
+        self.files.write_runner(phase, client=client)
 
     def log(self, text: str) -> None:
         self.d.ledger.append_log(self.job_id, f"[colabq] {text}", "colabq")
@@ -131,16 +149,27 @@ class Runner:
     def _cancelled(self) -> str | None:
         return self.d.ledger.cancel_requested(self.job_id)
 
+    def _child_env(self) -> dict[str, str]:
+        return {
+            **self.d.driver.exec_env(),
+            "COLABQ_REDIS_URL": self.d.settings.redis_url,
+            "COLABQ_KEY_PREFIX": self.d.settings.key_prefix,
+        }
+
     # --- the run ----------------------------------------------------------------------------
 
     def run(self) -> Outcome:
+        # The wall cap counts from before allocation, whatever the later steps take.
+        self.deadline_at = self.d.clock.time() + self.spec.wall_cap_s
+        self.files.ensure()
+        self._phase(Phase.CHECKING)
         self._to(S.ALLOCATING, f"claimed by {self.d.worker_name}", worker=self.d.worker_name)
         try:
             self._check_before_allocation()
             self._allocate()
             self._start()
             self._wait()
-            state, reason = self._persist()
+            state, reason = self._settle()
         except _Finish as f:
             state, reason = f.state, f.reason
         except ColabqError as exc:
@@ -148,24 +177,49 @@ class Runner:
         return self._finish(state, reason)
 
     def _check_before_allocation(self) -> None:
-        # Invariant 1: nothing is allocated before these pass.
+        # Invariant 1: nothing is allocated before these pass, the watchdog included.
         d, spec = self.d, self.spec
         try:
-            checks.check_job_files(spec, d.workdir, VM_DIR, self._driver_source())
+            checks.check_job_files(spec, self.files.root, VM_DIR, self._driver_source())
+            if d.settings.hf_token_file is not None:
+                checks.check_token_file(d.settings.hf_token_file)
+            elif spec.artifact.kind == "hf":
+                raise _Finish(
+                    S.FAILED, "a Hub destination needs COLABQ_HF_TOKEN_FILE on the worker host"
+                )
             checks.check_cli_version(d.driver, d.settings.colab_version)
             balance = checks.check_budget(d.driver, spec.budget_units)
         except BudgetExceeded as exc:
             raise _Finish(S.FAILED_BUDGET, exc.advice()) from None
         except ColabqError as exc:
             raise _Finish(S.FAILED, f"pre-allocation check failed: {exc.advice()}") from None
-        self.log(f"checks passed (colab {d.settings.colab_version}, balance {balance:.2f} units)")
         if reason := self._cancelled():
             raise _Finish(S.CANCELLED, f"cancelled before allocation: {reason}")
+        self.name = session_name(d.settings.session_prefix)
+        self.files.write_watch(
+            WatchSpec(
+                job_id=self.job_id,
+                session=self.name,
+                colab_bin=d.settings.colab_bin,
+                config_path=str(d.driver.config_path),
+                wall_deadline_at=self.deadline_at,
+                idle_timeout_s=spec.idle_timeout_s,
+                poll_s=d.settings.watchdog_poll_s,
+                remote_job_dir=remote_job_dir(self.job_id),
+            )
+        )
+        try:
+            d.start_watchdog(self.files, self._child_env())
+        except ColabqError as exc:
+            raise _Finish(S.FAILED, f"pre-allocation check failed: {exc.advice()}") from None
+        self.log(f"checks passed (colab {d.settings.colab_version}, balance {balance:.2f} units)")
+        self.log("watchdog alive")
 
     def _allocate(self) -> None:
         d, spec = self.d, self.spec
-        self.name = session_name(d.settings.session_prefix)
+        assert self.name is not None
         d.ledger.set_fields(self.job_id, owner=self.owner, session=self.name)
+        self._phase(Phase.ALLOCATING)
         self.log(f"allocating {spec.gpu}{' high-mem' if spec.high_mem else ''} as {self.name}")
         try:
             d.driver.new(self.name, spec.gpu.value, spec.high_mem)
@@ -179,22 +233,35 @@ class Runner:
             raise _Finish(S.FAILED, "colab new said READY but recorded no endpoint")
 
     def _record_endpoint(self) -> bool:
-        """Record the assigned endpoint durably the moment the CLI's own state shows it."""
+        """Record the assigned endpoint durably the moment the CLI's own state shows it (the
+        watchdog does the same while `colab new` runs)."""
         assert self.name is not None
-        rec = self.d.driver.local_record(self.name)
-        if rec is None or not rec.endpoint:
-            return False
-        self.endpoint = rec.endpoint
-        self.d.ledger.set_fields(self.job_id, owner=self.owner, endpoint=rec.endpoint)
+        endpoint = self.files.endpoint()
+        if endpoint is None:
+            try:
+                rec = self.d.driver.local_record(self.name)
+            except ColabError:
+                rec = None
+            if rec is None or not rec.endpoint:
+                return False
+            endpoint = rec.endpoint
+            self.files.record_endpoint(endpoint)
+        self.endpoint = endpoint
+        self.d.ledger.set_fields(self.job_id, owner=self.owner, endpoint=endpoint)
         return True
 
     def _start(self) -> None:
         d, name = self.d, self.name
         assert name is not None
         self._to(S.STARTING, f"session {name} at {self.endpoint}")
+        self._phase(Phase.UPLOADING)
         d.driver.upload(name, VM_DIR / "colab-job.sh", REMOTE_WRAPPER)
         d.driver.upload(name, VM_DIR / "colabq_sync.py", REMOTE_SYNC)
-        d.driver.upload(name, d.workdir / "colab-user-job.sh", REMOTE_SCRIPT)
+        d.driver.upload(name, self.files.root / "colab-user-job.sh", REMOTE_SCRIPT)
+        if d.settings.hf_token_file is not None:
+            # Twice: one copy the wrapper's uploader consumes, one for the job's own downloads.
+            d.driver.upload(name, d.settings.hf_token_file, REMOTE_UPLOAD_TOKEN)
+            d.driver.upload(name, d.settings.hf_token_file, REMOTE_JOB_TOKEN)
         self.log("uploaded the wrapper and the job script")
 
     def _driver_source(self) -> str:
@@ -205,6 +272,11 @@ class Runner:
             "--dest-kind", spec.artifact.kind, "--dest-repo", spec.artifact.repo,
             "--dest-type", spec.artifact.repo_type, "--prefix", spec.artifact.prefix,
         ]  # fmt: skip
+        if self.d.settings.hf_token_file is not None:
+            wrapper_args += ["--token-file", "{content}/.colabq-upload-token"]
+            wrapper_args += ["--job-token-file", "{content}/.colabq-job-token"]
+        if self.d.settings.vm_hf_endpoint:
+            wrapper_args += ["--hf-endpoint", self.d.settings.vm_hf_endpoint]
         for p in spec.sync_paths:
             wrapper_args += ["--sync", p]
         argv = ["bash", "colab-job.sh", *wrapper_args, "--", "bash", "{content}/colab-user-job.sh"]
@@ -215,42 +287,60 @@ class Runner:
     def _wait(self) -> None:
         d, spec, name = self.d, self.spec, self.name
         assert name is not None
-        driver_py = d.workdir / "driver.py"
-        result_path = d.workdir / "exec-result.json"
-        result_path.unlink(missing_ok=True)
+        self.files.exec_result.unlink(missing_ok=True)
         argv = [
             sys.executable, "-m", "worker.execclient", "--job", self.job_id,
-            "--nonce", self.nonce, "--result", str(result_path), "--",
-            *d.driver.exec_argv(name, driver_py, spec.wall_cap_s),
+            "--nonce", self.nonce, "--result", str(self.files.exec_result), "--",
+            *d.driver.exec_argv(name, self.files.root / "driver.py", spec.wall_cap_s),
         ]  # fmt: skip
-        env = {
-            **d.driver.exec_env(),
-            "COLABQ_REDIS_URL": d.settings.redis_url,
-            "COLABQ_KEY_PREFIX": d.settings.key_prefix,
-        }
-        client = d.spawn(argv, d.workdir / "execclient.log", env)
+        client = d.spawn(argv, self.files.root / "execclient.log", self._child_env())
+        self._phase(Phase.RUNNING, client=client.ref)
         self._to(S.RUNNING, f"exec client pid {client.pid} started")
-        deadline = d.clock.monotonic() + spec.wall_cap_s
         while client.alive():
             if reason := self._cancelled():
                 client.kill()
                 raise _Finish(S.CANCELLED, f"cancelled while running: {reason}")
-            if d.clock.monotonic() >= deadline:
+            if d.clock.time() >= self.deadline_at:
                 client.kill()
                 raise _Finish(S.TIMED_OUT, f"wall cap {spec.wall_cap_s:.0f}s reached")
             d.clock.sleep(d.settings.poll_interval_s)
-        res = ExecResult.load(result_path) or ExecResult(error="the exec client left no result")
+        self._phase(Phase.FINISHING)
+        res = ExecResult.load(self.files.exec_result) or ExecResult(
+            error="the exec client left no result"
+        )
         self.exit_code = res.exit_code
         if res.sentinels.get("FIRST_UPLOAD") == "failed":
             raise _Finish(S.FAILED, "the first upload failed on the VM; the job did not run")
         if self.exit_code is None:
             why = res.error or f"colab exec exited {res.exec_rc} without the job's exit status"
             raise _Finish(S.FAILED, why)
-        if res.sentinels.get("FINAL_UPLOAD") == "failed":
-            self.notes.append("the final upload failed on the VM")
         self.log(f"job exited {self.exit_code}")
+        if res.sentinels.get("FINAL_UPLOAD") == "failed":
+            self._recover()
 
-    def _persist(self) -> tuple[S, str]:
+    def _recover(self) -> None:
+        """The VM kept itself because the final upload failed: copy its results here, then
+        let it be released (invariant 4)."""
+        assert self.name is not None
+        self._phase(Phase.RECOVERING)
+        self._to(S.RETAINED, "final upload failed on the VM; recovering the results")
+        rec = recover_results(
+            self.d.driver, self.name, remote_job_dir(self.job_id), self.files.results,
+            log=self.log, lock_path=self.files.recover_lock,
+        )  # fmt: skip
+        self.log(rec.summary())
+        self._phase(Phase.FINISHING)
+        if not rec.ok:
+            raise _Finish(S.FAILED_LOST, f"final upload failed and recovery failed: {rec.summary()}")
+        self.results_local = f"{os.uname().nodename}:{rec.local_dir}"
+        self.d.ledger.set_fields(self.job_id, owner=self.owner, results_local=self.results_local)
+        raise _Finish(
+            S.FAILED,
+            f"job exited {self.exit_code} but the final upload failed; results recovered to "
+            f"{self.results_local}",
+        )
+
+    def _settle(self) -> tuple[S, str]:
         self._to(S.PERSISTING, f"job exited {self.exit_code}; verifying artifacts")
         v = self.d.store.verify(self.spec)
         self.log(v.summary())
@@ -262,9 +352,10 @@ class Runner:
 
     def _finish(self, state: S, reason: str) -> Outcome:
         d = self.d
+        if self.name is not None and self.endpoint is None:
+            self._record_endpoint()
         if self.name is not None and self.endpoint is not None:
-            rec = d.ledger.get(self.job_id)
-            if rec.state is not S.RELEASING:
+            if d.ledger.get(self.job_id).state is not S.RELEASING:
                 self._to(S.RELEASING, f"releasing {self.name}: {reason}")
             try:
                 self.released = release_session(
@@ -274,6 +365,7 @@ class Runner:
                 self.released = None
                 reason = f"{reason}; RELEASE NOT VERIFIED: {exc.advice()}"
                 state = S.FAILED_LOST if state is S.SUCCEEDED else state
+        self._phase(Phase.DONE)
         report = self._report(state, reason)
         fields = {"report": json.dumps(report), "outcome": state.value}
         if self.exit_code is not None:
@@ -285,10 +377,16 @@ class Runner:
         spec = self.spec
         released = self.released.value if self.released else None
         remaining = None if (self.endpoint is None or released) else self.endpoint
-        next_action = "none"
         if remaining:
-            next_action = f"stop {self.name} at {remaining} (`colabq cancel {spec.job_id}`)"
-        elif state is not S.SUCCEEDED:
+            next_action = (
+                f"session {self.name} may still hold {remaining}: check `colab sessions` on "
+                f"{self.d.worker_name} and stop it"
+            )
+        elif self.results_local:
+            next_action = f"results are on {self.results_local}: upload them, then resubmit"
+        elif state is S.SUCCEEDED:
+            next_action = "none"
+        else:
             next_action = f"read `colabq logs {spec.job_id}`, fix, and resubmit"
         return {
             "job_id": spec.job_id,
@@ -298,6 +396,7 @@ class Runner:
             "reason": reason,
             "exit_code": self.exit_code,
             "artifacts": self.d.store.location(spec),
+            "results_local": self.results_local,
             "session": self.name,
             "endpoint": self.endpoint,
             "runtime": released or ("never allocated" if self.endpoint is None else "UNKNOWN"),

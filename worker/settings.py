@@ -37,6 +37,10 @@ class Settings(BaseSettings):
     session_prefix: str = "colabq-"
     hf_token_file: Path | None = None
     poll_interval_s: float = Field(default=2.0, gt=0)
+    # The watchdog polls this often (the original used 15 s; each poll may call `colab status`).
+    watchdog_poll_s: float = Field(default=15.0, gt=0)
+    # The Hub endpoint the VM's uploader uses (None = the real Hub); set for the local Hub server.
+    vm_hf_endpoint: str | None = None
     heartbeat_interval_s: float = Field(default=5.0, gt=0)
     lease_ttl_s: float = Field(default=30.0, gt=0)
     log_stream_maxlen: int = Field(default=20_000, ge=100)

@@ -13,6 +13,7 @@ from typing import Any
 from worker.clock import SystemClock
 from worker.deps import build_driver, build_ledger, job_dir
 from worker.errors import JobNotFound, SpecError
+from worker.jobfiles import JobFiles
 from worker.lease import Heartbeat
 from worker.ledger import Ledger
 from worker.runner import RunnerDeps, run_job
@@ -20,6 +21,7 @@ from worker.settings import Settings, load_settings
 from worker.spec import decode_spec
 from worker.states import TERMINAL
 from worker.store import build_store
+from worker.watchdog import start_watchdog
 
 log = logging.getLogger(__name__)
 
@@ -41,15 +43,16 @@ def execute_job(payload: str, settings: Settings, ledger: Ledger, worker_name: s
     if not ledger.claim(spec.job_id, owner, settings.lease_ttl_s):
         # Redelivery or a duplicate message: another runner owns this job (invariant 6).
         return {"state": "skipped", "reason": "job is owned by another runner"}
-    workdir = job_dir(settings, spec.job_id)
-    workdir.mkdir(parents=True, exist_ok=True)
+    files = JobFiles(job_dir(settings, spec.job_id)).ensure()
+    clock = SystemClock()
     deps = RunnerDeps(
-        clock=SystemClock(),
+        clock=clock,
         ledger=ledger,
         driver=build_driver(settings, spec.job_id),
         store=build_store(spec.artifact),
         settings=settings,
-        workdir=workdir,
+        files=files,
+        start_watchdog=lambda f, env: start_watchdog(f, env, clock=clock),
         worker_name=worker_name,
     )
     try:

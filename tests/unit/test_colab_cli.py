@@ -27,7 +27,7 @@ from worker.errors import (
     UploadFailed,
 )
 
-# The fake answers each subcommand (argv[3], after `--config PATH`) from a JSON plan.
+# The fake answers each subcommand (the first word after the global options) from a JSON plan.
 FAKE_COLAB = """#!{python}
 import json, os, subprocess, sys, time
 settings = os.path.join(os.environ["HOME"], ".config", "colab-cli", "settings.json")
@@ -40,7 +40,10 @@ record = {{
 }}
 with open(os.environ["FAKE_COLAB_LOG"], "a") as log:
     log.write(json.dumps(record) + "\\n")
-step = json.load(open(os.environ["FAKE_COLAB_PLAN"]))[sys.argv[3]]
+first = 1
+while sys.argv[first].startswith("-"):
+    first += 2
+step = json.load(open(os.environ["FAKE_COLAB_PLAN"]))[sys.argv[first]]
 if step.get("child_pid_file"):
     child = subprocess.Popen(["sleep", "60"])
     with open(step["child_pid_file"], "w") as f:
@@ -113,6 +116,14 @@ def test_every_call_has_config_first_devnull_stdin_and_plain_tracebacks(fake: Fa
     assert call["argv"] == ["--config", str(fake.config), "status", "-s", "job1"]
     assert call["stdin_is_devnull"] is True
     assert call["typer_standard_traceback"] == "1"
+
+
+def test_auth_mode_is_a_global_option_before_the_subcommand(fake: Fake) -> None:
+    fake.plan(stop={"stdout": "[colab] Session 'job1' not found.\n"})
+    cli = ColabCli(fake.cli.binary, fake.config, env=fake.cli.exec_env(), auth="adc")
+    assert cli.stop("job1") is StopOutcome.NOT_FOUND
+    (call,) = fake.calls()
+    assert call["argv"] == ["--config", str(fake.config), "--auth", "adc", "stop", "-s", "job1"]
 
 
 def test_update_check_is_off_before_the_first_call_and_other_keys_kept(fake: Fake) -> None:

@@ -5,14 +5,19 @@
 # after the final upload succeeded (otherwise the VM holds the only copy of the results).
 #
 # Usage: bash colab-job.sh --job ID --nonce N --ttl S --sync-interval S --dest-kind K
-#          --dest-repo R --dest-type T --prefix P [--sync PATH]... -- CMD [ARGS]...
+#          --dest-repo R --dest-type T --prefix P [--sync PATH]... [--token-file F]
+#          [--job-token-file F] [--hf-endpoint URL] -- CMD [ARGS]...
+# The token: the uploader's copy is read into this shell (never exported) and deleted at once;
+# only the uploader process gets it, as HF_TOKEN in its own environment. The job's copy is moved
+# out of the synced work folder and given to the job as a file path (HF_TOKEN_PATH), never as a
+# value.
 # Prints sentinels __COLABQ_<nonce>_<WHAT>__=<value> that the runner parses.
 set -u
 # Colab presets that break uv projects and plotting in a batch job.
 unset UV_SYSTEM_PYTHON PYTHONPATH MPLBACKEND
 
 JOB="" NONCE="" TTL="" SYNC_INTERVAL=900 DEST_KIND="" DEST_REPO="" DEST_TYPE="model" PREFIX=""
-SYNC_PATHS=()
+SYNC_PATHS=() TOKEN_FILE="" JOB_TOKEN_FILE="" HF_ENDPOINT_ARG=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --job) JOB="$2"; shift 2 ;;
@@ -24,6 +29,9 @@ while [ $# -gt 0 ]; do
     --dest-type) DEST_TYPE="$2"; shift 2 ;;
     --prefix) PREFIX="$2"; shift 2 ;;
     --sync) SYNC_PATHS+=("$2"); shift 2 ;;
+    --token-file) TOKEN_FILE="$2"; shift 2 ;;
+    --job-token-file) JOB_TOKEN_FILE="$2"; shift 2 ;;
+    --hf-endpoint) HF_ENDPOINT_ARG="$2"; shift 2 ;;
     --) shift; break ;;
     *) echo "colab-job.sh: unknown argument $1" >&2; exit 64 ;;
   esac
@@ -39,15 +47,36 @@ LOGS="$WORK/logs"
 mkdir -p "$LOGS"
 sentinel() { echo "__COLABQ_${NONCE}_$1__=$2"; }
 
+UPLOAD_TOKEN=""
+if [ -n "$TOKEN_FILE" ]; then
+  UPLOAD_TOKEN="$(cat "$TOKEN_FILE")"
+  rm -f "$TOKEN_FILE"
+fi
+if [ -n "$JOB_TOKEN_FILE" ] && [ -f "$JOB_TOKEN_FILE" ]; then
+  SECRETS="$ROOT/.colabq-secrets/$JOB"
+  mkdir -p "$SECRETS" && chmod 700 "$ROOT/.colabq-secrets" "$SECRETS"
+  mv "$JOB_TOKEN_FILE" "$SECRETS/hf-token" && chmod 600 "$SECRETS/hf-token"
+  export HF_TOKEN_PATH="$SECRETS/hf-token"
+fi
+if [ -n "$HF_ENDPOINT_ARG" ]; then
+  export HF_ENDPOINT="$HF_ENDPOINT_ARG"
+fi
+
+upload() {
+  # One upload of one path; the token reaches this process's environment and no other.
+  local extra=()
+  [ -n "$HF_ENDPOINT_ARG" ] && extra+=(--endpoint "$HF_ENDPOINT_ARG")
+  HF_TOKEN="$UPLOAD_TOKEN" python3 "$ROOT/colabq_sync.py" --kind "$DEST_KIND" --repo "$DEST_REPO" \
+    --repo-type "$DEST_TYPE" "${extra[@]+"${extra[@]}"}" --src "$1" --dst "$2"
+}
+
 sync_all() {
   # One upload pass: the log folder, then every declared sync path that exists.
-  python3 "$ROOT/colabq_sync.py" --kind "$DEST_KIND" --repo "$DEST_REPO" --repo-type "$DEST_TYPE" \
-    --src "$LOGS" --dst "${PREFIX:+$PREFIX/}logs/$JOB" || return 1
+  upload "$LOGS" "${PREFIX:+$PREFIX/}logs/$JOB" || return 1
   local p
   for p in "${SYNC_PATHS[@]+"${SYNC_PATHS[@]}"}"; do
     [ -e "$WORK/$p" ] || continue
-    python3 "$ROOT/colabq_sync.py" --kind "$DEST_KIND" --repo "$DEST_REPO" --repo-type "$DEST_TYPE" \
-      --src "$WORK/$p" --dst "${PREFIX:+$PREFIX/}$(basename "$p")" || return 1
+    upload "$WORK/$p" "${PREFIX:+$PREFIX/}$(basename "$p")" || return 1
   done
 }
 
@@ -67,7 +96,7 @@ rm -f "$STOP_FLAG"
     [ -e "$STOP_FLAG" ] && break
     sync_all >/dev/null 2>&1 || echo "colabq: periodic sync failed (will retry)" >> "$LOGS/job.log"
   done
-) &
+) </dev/null >/dev/null 2>&1 &
 SYNC_PID=$!
 
 sentinel STARTED "$(date -u +%s)"

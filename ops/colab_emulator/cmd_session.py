@@ -1,0 +1,200 @@
+"""Commands that talk to the (emulated) backend about VMs: new, status, sessions, stop, usage."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from typing import Any
+
+from . import CLI_VERSION
+from .context import EmuContext
+from .errors import COLAB_BASE, AuthRefreshExit, CliExit, http_error
+from .faults import apply_delay, take_fault
+from .ids import random_hex, random_uuid
+from .output import echo
+from .session_ops import (
+    authenticate,
+    backend_for,
+    describe,
+    get_session,
+    not_found,
+    raise_http_fault,
+    resolve_session,
+    store_for,
+    sync_sessions,
+)
+from .store import log_debug, new_record, record_history
+
+GPUS = ("a100", "h100", "l4", "t4", "g4")
+SINGLE_SHAPE = ("L4", "V5E1", "V6E1")
+REFUSED_412 = (
+    "[colab] Allocation refused (precondition failed). This can mean too many active sessions, "
+    "or a temporary usage or capacity limit for the requested runtime. Run `colab stop` to free "
+    "up a session, wait and retry, or try a different accelerator."
+)
+
+
+def hardware_request(gpu: str | None, tpu: str | None) -> tuple[str, str]:
+    """(variant, accelerator) as the real flag mapping gives them (unknown GPU -> A100...)."""
+    if tpu:
+        return "TPU", "V5E1" if tpu.lower() == "v5e1" else "V6E1"
+    if gpu:
+        return "GPU", gpu.upper() if gpu.lower() in GPUS else "A100"
+    return "DEFAULT", "NONE"
+
+
+def _die(point: str, fault: dict[str, Any]) -> None:
+    if fault.get("kill_after") == point:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def cmd_new(ctx: EmuContext, opts: dict[str, Any]) -> int:
+    name = opts.get("session") or random_hex(6)
+    fault = take_fault(ctx.emu_home, "new", name)
+    echo(f"[colab] Creating session '{name}'...")
+    variant, accelerator = hardware_request(opts.get("gpu"), opts.get("tpu"))
+    machine_shape = "STANDARD"
+    if opts.get("high_mem"):
+        if accelerator in SINGLE_SHAPE:
+            echo(
+                "[colab] --high-mem ignored: this accelerator only offers one machine shape.",
+                err=True,
+            )
+        else:
+            machine_shape = "HIGH_RAM"
+    authenticate(ctx, name)
+    apply_delay(fault)
+    query = f"nbh={random_uuid()}&variant={variant}"
+    if accelerator != "NONE":
+        query += f"&accelerator={accelerator}"
+    if machine_shape == "HIGH_RAM":
+        query += "&shape=hm"
+    url = f"{COLAB_BASE}/tun/m/assign?{query}&authuser=0"
+    status = fault.get("http")
+    if status == 412:
+        echo(REFUSED_412, err=True)
+        raise CliExit(1)
+    if status == 400 and accelerator != "NONE":
+        echo(
+            f"[colab] Backend rejected accelerator '{accelerator}'. You may not have quota or "
+            "entitlement for this accelerator on your account. Try a different one (e.g. --gpu T4) "
+            "or omit --gpu/--tpu for a CPU runtime.",
+            err=True,
+        )
+        raise CliExit(1)
+    if status is not None:
+        raise http_error("POST" if status == 400 else "GET", url, status)
+    assignment = backend_for(ctx).assign(variant, accelerator, machine_shape, ctx.environ)
+    log_debug(ctx, f"POST {url} -> 200 {assignment}")
+    _die("assign", fault)
+    store_for(ctx).add(new_record(name, assignment))
+    record_history(ctx, name, "session_created", endpoint=assignment["endpoint"])
+    _die("state", fault)
+    echo("[colab] Session READY.")
+    return 0
+
+
+def status_line(record: dict[str, Any]) -> str:
+    running = record.get("running")
+    return (
+        describe(record["name"], record)
+        + f" | Status: {f'BUSY ({running})' if running else 'IDLE'}"
+    )
+
+
+def last_execution_line(record: dict[str, Any]) -> str | None:
+    last = record.get("last_execution")
+    if not isinstance(last, list) or len(last) != 3:
+        return None
+    source, cell, when = last
+    cell_part = f" | Cell: {cell}" if cell is not None else ""
+    return f"  Last Execution: {source}{cell_part} at {when}"
+
+
+def cmd_status(ctx: EmuContext, opts: dict[str, Any]) -> int:
+    name = opts.get("session")
+    fault = take_fault(ctx.emu_home, "status", name)
+    apply_delay(fault)
+    store = store_for(ctx)
+    try:
+        sync_sessions(ctx, fault, name)
+    except AuthRefreshExit:
+        if store.load():
+            raise
+    local = store.load()
+    if name:
+        if name not in local:
+            raise not_found(name, 0)
+        records = [local[name]]
+    else:
+        records = list(local.values())
+    if not records:
+        echo("[colab] No active sessions.")
+    for record in records:
+        echo(status_line(record))
+        last = last_execution_line(record)
+        if last:
+            echo(last)
+    return 0
+
+
+def cmd_sessions(ctx: EmuContext, opts: dict[str, Any]) -> int:
+    fault = take_fault(ctx.emu_home, "sessions", None)
+    apply_delay(fault)
+    store = store_for(ctx)
+    try:
+        assignments = sync_sessions(ctx, fault, None)
+    except AuthRefreshExit:
+        if store.load():
+            raise
+        assignments = []
+    by_endpoint: dict[str, str] = {}
+    for name, record in store.load().items():
+        by_endpoint.setdefault(record.get("endpoint", ""), name)
+    if not assignments:
+        echo("[colab] No active sessions found on server.")
+    for assignment in assignments:
+        echo(describe(by_endpoint.get(assignment["endpoint"], "?"), assignment))
+    return 0
+
+
+def cmd_stop(ctx: EmuContext, opts: dict[str, Any]) -> int:
+    name = resolve_session(ctx, opts.get("session"))
+    fault = take_fault(ctx.emu_home, "stop", name)
+    record = get_session(ctx, name, ignore_missing=True)
+    echo(f"[colab] Stopping session '{name}'...")
+    authenticate(ctx, name)
+    apply_delay(fault)
+    url = f"{COLAB_BASE}/tun/m/unassign/{record['endpoint']}"
+    raise_http_fault(fault, "GET", url)
+    # The real backend's answer for an endpoint that is already gone is not known; be idempotent.
+    backend_for(ctx).unassign(record["endpoint"])
+    log_debug(ctx, f"POST {url} -> 200")
+    store_for(ctx).remove(name)
+    record_history(ctx, name, "session_terminated", reason="user_requested")
+    echo("[colab] Session terminated.")
+    return 0
+
+
+def cmd_usage(ctx: EmuContext, opts: dict[str, Any]) -> int:
+    fault = take_fault(ctx.emu_home, "usage", None)
+    try:
+        authenticate(ctx, None)
+        apply_delay(fault)
+        raise_http_fault(fault, "GET", f"{COLAB_BASE}/tun/m/ccu-info")
+        info = backend_for(ctx).ccu_info()
+    except Exception as exc:
+        echo(f"[colab] Warning: failed to fetch compute-unit info: {exc}", err=True)
+        raise CliExit(1) from exc
+    echo(f"Current balance: {info.balance:.2f} compute units")
+    echo(f"Usage rate: {info.rate_per_hour:.2f}/hr")
+    echo(f"Active assignments: {info.assignments}")
+    return 0
+
+
+def cmd_version(ctx: EmuContext, opts: dict[str, Any]) -> int:
+    echo(f"Version: {CLI_VERSION}")
+    return 0

@@ -1,0 +1,124 @@
+"""The local CLI state the real program keeps: sessions.json, history, colab.log, settings.json.
+
+sessions.json is `{name: record}` (indent=2) guarded by `sessions.json.lock`; a corrupt file reads
+as empty. Every write is a read-modify-write of one whole record under the exclusive lock.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from .backend import TOKEN_LIFETIME_S
+from .context import EmuContext
+from .jsonfile import locked, read_json, write_json
+
+Record = dict[str, Any]
+
+
+class SessionStore:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.lock_path = path.with_name(path.name + ".lock")
+
+    def _read(self) -> dict[str, Record]:
+        data = read_json(self.path, {})
+        if not isinstance(data, dict):
+            return {}
+        return {k: v for k, v in data.items() if isinstance(v, dict)}
+
+    def load(self) -> dict[str, Record]:
+        with locked(self.lock_path, shared=True):
+            return self._read()
+
+    def get(self, name: str) -> Record | None:
+        return self.load().get(name)
+
+    def add(self, record: Record) -> None:
+        with locked(self.lock_path):
+            data = self._read()
+            data[record["name"]] = record
+            write_json(self.path, data)
+
+    def update(self, name: str, change: Callable[[Record], None]) -> Record | None:
+        """Apply `change` to the current record and write it back; None if it is gone."""
+        with locked(self.lock_path):
+            data = self._read()
+            record = data.get(name)
+            if record is None:
+                return None
+            change(record)
+            write_json(self.path, data)
+            return record
+
+    def remove(self, name: str) -> bool:
+        with locked(self.lock_path):
+            data = self._read()
+            if data.pop(name, None) is None:
+                return False
+            write_json(self.path, data)
+            return True
+
+
+def token_expiry_iso(now: float | None = None) -> str:
+    moment = datetime.fromtimestamp(now if now is not None else time.time(), UTC)
+    return (moment + timedelta(seconds=TOKEN_LIFETIME_S)).isoformat()
+
+
+def new_record(name: str, assignment: Mapping[str, Any]) -> Record:
+    return {
+        "name": name,
+        "token": assignment["token"],
+        "url": assignment["url"],
+        "endpoint": assignment["endpoint"],
+        "token_expires_at": token_expiry_iso(),
+        "variant": assignment["variant"],
+        "accelerator": assignment["accelerator"],
+        "machine_shape": assignment["machine_shape"],
+        "kernel_id": None,
+        "session_id": None,
+        "last_execution": None,
+        "running": None,
+    }
+
+
+def local_time_str(now: float | None = None) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now))
+
+
+def record_history(ctx: EmuContext, name: str, event_type: str, **fields: Any) -> None:
+    """Append one event to `history/<name>.jsonl` (never pruned, values in clear text)."""
+    ctx.history_dir.mkdir(parents=True, exist_ok=True)
+    event = {"timestamp": datetime.now(UTC).isoformat(), "event_type": event_type, **fields}
+    with open(ctx.history_dir / f"{name}.jsonl", "a", encoding="utf-8") as fh:
+        fh.write(json.dumps(event) + "\n")
+
+
+def log_debug(ctx: EmuContext, message: str) -> None:
+    """Append to `colab.log` (and stderr with `--logtostderr`), like the CLI's root logger."""
+    line = (
+        f"{datetime.now().isoformat(sep=' ', timespec='milliseconds')} DEBUG colab_cli: {message}"
+    )
+    ctx.cli_dir.mkdir(parents=True, exist_ok=True)
+    with open(ctx.log_path, "a", encoding="utf-8") as fh:
+        fh.write(line + "\n")
+    if ctx.log_to_stderr:
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+
+
+def load_settings(ctx: EmuContext) -> dict[str, Any]:
+    data = read_json(ctx.settings_path, {})
+    return data if isinstance(data, dict) else {}
+
+
+def save_settings(ctx: EmuContext, change: Callable[[dict[str, Any]], None]) -> None:
+    with locked(ctx.settings_path.with_name("settings.json.lock")):
+        data = load_settings(ctx)
+        change(data)
+        write_json(ctx.settings_path, data)

@@ -1,0 +1,182 @@
+"""One sandbox per VM: its folder layout, its detached processes, and killing all of them.
+
+`vms/<endpoint>/root/` stands for the VM's `/` (so `/content` is `root/content`). Every process
+that belongs to a VM carries `COLAB_EMU_VM_MARK=<emu home>::<endpoint>` in its environment, which
+is how unassign finds and kills them all, including children that left the kernel's process
+group (Linux `/proc`). Released VMs are moved to `released/<endpoint>/` for post-mortems.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import NamedTuple
+
+from .jsonfile import read_json
+
+MARK_VAR = "COLAB_EMU_VM_MARK"
+OPS_DIR = Path(__file__).resolve().parent.parent
+_BOOT = (
+    "import sys; sys.path.insert(0, sys.argv[1]); from importlib import import_module; "
+    "sys.exit(import_module(sys.argv[2]).main(sys.argv[3:]))"
+)
+SAMPLE_README = "This directory includes a few sample datasets to get you started.\n"
+
+
+class VmPaths(NamedTuple):
+    base: Path
+
+    @property
+    def root(self) -> Path:
+        return self.base / "root"
+
+    @property
+    def content(self) -> Path:
+        return self.root / "content"
+
+    @property
+    def home(self) -> Path:
+        return self.root / "root"
+
+    @property
+    def state(self) -> Path:
+        return self.base / "vm.json"
+
+    @property
+    def server_log(self) -> Path:
+        return self.base / "runtime-server.log"
+
+    @property
+    def kernel_dir(self) -> Path:
+        return self.base / "kernel"
+
+    @property
+    def kernel_lock(self) -> Path:
+        return self.kernel_dir / "lock"
+
+    @property
+    def kernel_env(self) -> Path:
+        return self.kernel_dir / "env.json"
+
+    @property
+    def jobs(self) -> Path:
+        return self.kernel_dir / "jobs"
+
+
+def vm_paths(emu_home: Path, endpoint: str) -> VmPaths:
+    return VmPaths(emu_home / "vms" / endpoint)
+
+
+def mark_for(emu_home: Path, endpoint: str) -> str:
+    return f"{emu_home}::{endpoint}"
+
+
+def spawn_detached(
+    module: str, args: list[str], env: Mapping[str, str], log_path: Path, cwd: Path
+) -> subprocess.Popen[bytes]:
+    """Start `colab_emulator.<module>.main(args)` in its own session, stdio away from the caller."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "ab") as log:
+        return subprocess.Popen(
+            [sys.executable, "-c", _BOOT, str(OPS_DIR), f"colab_emulator.{module}", *args],
+            env=dict(env),
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+        )
+
+
+def create_vm(emu_home: Path, endpoint: str, environ: Mapping[str, str]) -> int:
+    """Lay out the VM folder and start its runtime server; returns the server's port."""
+    paths = vm_paths(emu_home, endpoint)
+    for folder in (paths.content / "sample_data", paths.home, paths.root / "tmp", paths.jobs):
+        folder.mkdir(parents=True, exist_ok=True)
+    (paths.content / "sample_data" / "README.md").write_text(SAMPLE_README)
+    env = {k: v for k, v in environ.items() if k in ("PATH", "LANG", "COLAB_EMU_TIME_SCALE")}
+    env[MARK_VAR] = mark_for(emu_home, endpoint)
+    spawn_detached("runtime_server", [str(emu_home), endpoint], env, paths.server_log, paths.base)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        port = runtime_port(emu_home, endpoint)
+        if port:
+            return port
+        time.sleep(0.01)
+    raise RuntimeError(f"runtime server of {endpoint} did not start (see {paths.server_log})")
+
+
+def runtime_port(emu_home: Path, endpoint: str) -> int | None:
+    state = read_json(vm_paths(emu_home, endpoint).state, {})
+    port = state.get("port") if isinstance(state, dict) else None
+    return port if isinstance(port, int) else None
+
+
+def _environ_of(pid: int) -> bytes:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as fh:
+            return fh.read()
+    except OSError:
+        return b""
+
+
+def _cmdline_of(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            args = fh.read().decode(errors="replace").split("\0")
+    except OSError:
+        return ""
+    # The bootstrap and kernel code passed with -c are long; they say nothing in a listing.
+    return " ".join(arg if len(arg) <= 60 else "<…>" for arg in args if arg)
+
+
+def find_processes(mark: str, *, prefix: bool = False) -> list[tuple[int, str, str]]:
+    """(pid, mark, cmdline) of live processes whose mark equals `mark` (or starts with it)."""
+    wanted = f"{MARK_VAR}={mark}".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        for item in _environ_of(int(entry)).split(b"\0"):
+            if item == wanted or (prefix and item.startswith(wanted)):
+                found.append((int(entry), item.decode().split("=", 1)[1], _cmdline_of(int(entry))))
+                break
+    return found
+
+
+def kill_marked(mark: str, *, prefix: bool = False, exclude_pid: int | None = None) -> int:
+    """SIGKILL every marked process (and the groups they lead) until none is left."""
+    killed: set[int] = set()
+    for _ in range(100):
+        pids = [pid for pid, _, _ in find_processes(mark, prefix=prefix) if pid != exclude_pid]
+        if not pids:
+            break
+        for pid in pids:
+            with contextlib.suppress(OSError):
+                if os.getpgid(pid) == pid and pid != exclude_pid:
+                    os.killpg(pid, signal.SIGKILL)
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+            killed.add(pid)
+        time.sleep(0.02)
+    return len(killed)
+
+
+def destroy_vm(emu_home: Path, endpoint: str, *, exclude_pid: int | None = None) -> None:
+    """Kill the VM's processes and move its folder to `released/`."""
+    kill_marked(mark_for(emu_home, endpoint), exclude_pid=exclude_pid)
+    paths = vm_paths(emu_home, endpoint)
+    if paths.base.exists():
+        target = emu_home / "released" / endpoint
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if target.exists():
+            shutil.rmtree(target, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            paths.base.rename(target)

@@ -1,0 +1,197 @@
+"""`ColabCli` driving the offline emulator (`ops/colab`) through a whole session and its faults."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from worker.colab import ColabCli, check_version
+from worker.colab_parse import StopOutcome
+from worker.errors import (
+    AllocationRefused,
+    ColabNotAuthenticated,
+    ColabTransportError,
+    DownloadFailed,
+    RemotePathNotFound,
+    SessionNameInUse,
+)
+
+OPS = Path(__file__).resolve().parents[2] / "ops"
+if str(OPS) not in sys.path:
+    sys.path.insert(0, str(OPS))
+
+from colab_emulator.faults import set_fault  # noqa: E402
+
+pytestmark = pytest.mark.integration
+
+
+@dataclass
+class Setup:
+    driver: ColabCli
+    env: dict[str, str]
+    emu_home: Path
+    work: Path
+
+    def admin(self, *args: str) -> str:
+        proc = subprocess.run(
+            [sys.executable, str(OPS / "colab-emu"), *args],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            env=self.env,
+            timeout=30,
+        )
+        assert proc.returncode == 0, (proc.stdout, proc.stderr)
+        return proc.stdout
+
+    def fault(self, command: str, **fields: Any) -> None:
+        set_fault(self.emu_home, command, **fields)
+
+
+@pytest.fixture
+def setup(tmp_path: Path) -> Iterator[Setup]:
+    home, emu_home, work = tmp_path / "home", tmp_path / "emu", tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "LANG": "C.UTF-8",
+        "HOME": str(home),
+        "COLAB_EMU_HOME": str(emu_home),
+    }
+    driver = ColabCli(OPS / "colab", tmp_path / "worker" / "sessions.json", env=env)
+    state = Setup(driver, env, emu_home, work)
+    yield state
+    state.admin("kill-all")
+
+
+def test_a_session_from_new_to_gone(setup: Setup) -> None:
+    driver, work = setup.driver, setup.work
+    check_version(driver)
+    assert driver.usage().active_assignments == 0
+
+    driver.new("cq-life", "T4", high_mem=False)
+    record = driver.local_record("cq-life")
+    assert record is not None
+    status = driver.status("cq-life")
+    assert status is not None
+    assert (status.endpoint, status.hardware, status.variant) == (record.endpoint, "T4", "GPU")
+    assert status.busy is False
+    assert driver.usage().active_assignments == 1
+
+    script = work / "job.sh"
+    script.write_text("echo hello from the job\n")
+    driver.upload("cq-life", script, "/content/job.sh")
+    assert "job.sh" in driver.ls("cq-life", "content")
+    back = work / "back.sh"
+    driver.download("cq-life", "/content/job.sh", back)
+    assert back.read_text() == script.read_text()
+    with pytest.raises(DownloadFailed):
+        driver.download("cq-life", "/content/nope.txt", work / "nope.txt")
+    with pytest.raises(RemotePathNotFound):
+        driver.ls("cq-life", "content/nope")
+
+    [listed] = driver.sessions()
+    assert (listed.name, listed.endpoint) == ("cq-life", record.endpoint)
+
+    assert driver.stop("cq-life") is StopOutcome.STOPPED
+    assert driver.status("cq-life") is None
+    assert driver.sessions() == []
+    assert driver.stop("cq-life") is StopOutcome.NOT_FOUND
+    assert driver.local_record("cq-life") is None
+
+
+def test_new_refuses_a_recorded_name_so_no_vm_is_orphaned(setup: Setup) -> None:
+    setup.driver.new("cq-dup", "L4", high_mem=True)
+    with pytest.raises(SessionNameInUse):
+        setup.driver.new("cq-dup", "T4", high_mem=False)
+    [only] = setup.driver.sessions()
+    assert only.name == "cq-dup"
+
+
+def test_allocation_refused_is_typed_and_leaves_nothing(setup: Setup) -> None:
+    setup.fault("new", http=412, times=1)
+    with pytest.raises(AllocationRefused):
+        setup.driver.new("cq-412", "A100", high_mem=False)
+    assert setup.driver.local_record("cq-412") is None
+    assert setup.driver.sessions() == []
+    setup.driver.new("cq-412", "A100", high_mem=False)  # the fault was for one call only
+    assert setup.driver.local_record("cq-412") is not None
+
+
+def test_an_orphan_shows_as_unnamed(setup: Setup) -> None:
+    setup.admin("orphan", "--gpu", "T4")
+    [orphan] = setup.driver.sessions()
+    assert orphan.name is None
+
+
+def test_a_stop_that_fails_keeps_the_record_for_a_retry(setup: Setup) -> None:
+    setup.driver.new("cq-retry", "T4", high_mem=False)
+    setup.fault("stop", http=503, times=1)
+    with pytest.raises(ColabTransportError):
+        setup.driver.stop("cq-retry")
+    assert setup.driver.local_record("cq-retry") is not None
+    assert setup.driver.stop("cq-retry") is StopOutcome.STOPPED
+
+
+def test_the_update_banner_never_reaches_the_parsers(setup: Setup) -> None:
+    setup.admin("set-latest-version", "0.7.5")
+    assert setup.driver.status("cq-none") is None
+    settings = Path(setup.env["HOME"]) / ".config" / "colab-cli" / "settings.json"
+    assert json.loads(settings.read_text())["enable_update_check"] is False
+    # Something turns the check back on after the driver's first call: the banner is back.
+    settings.write_text(json.dumps({"enable_update_check": True, "latest_version": "0.7.5"}))
+    raw = subprocess.run(
+        [str(OPS / "colab"), "usage"],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        env=setup.env,
+        timeout=30,
+    )
+    assert "A new version of Colab CLI is available" in raw.stdout
+    assert setup.driver.usage().active_assignments == 0
+    assert setup.driver.status("cq-none") is None
+
+
+@pytest.mark.parametrize(
+    ("auth", "mode"),
+    [(None, "missing"), ("adc", "missing"), ("adc", "refresh")],
+)
+def test_authentication_failures_are_typed(setup: Setup, auth: str | None, mode: str) -> None:
+    driver = ColabCli(
+        setup.driver.binary,
+        setup.driver.config_path,
+        env=setup.env,
+        auth="adc" if auth == "adc" else None,
+    )
+    setup.fault("auth", fail=True, mode=mode)
+    with pytest.raises(ColabNotAuthenticated):
+        driver.usage()
+    with pytest.raises(ColabNotAuthenticated):
+        driver.status("cq-none")
+
+
+def test_exec_argv_runs_a_file_in_the_session(setup: Setup) -> None:
+    setup.driver.new("cq-exec", "T4", high_mem=False)
+    program = setup.work / "driver.py"
+    program.write_text("print('__EXIT__=0')\n")
+    argv = setup.driver.exec_argv("cq-exec", program, timeout_s=60)
+    proc = subprocess.run(
+        argv,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        env=setup.driver.exec_env(),
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "__EXIT__=0" in proc.stdout
