@@ -68,11 +68,15 @@ def ensure_broker(url: str) -> Broker:
             stderr=subprocess.DEVNULL,
         )  # fmt: skip
         if _wait_until_answers(embedded, 10):
-            return Broker(embedded, f"no Redis at {url}: started redis-server on port {port}", [proc])
+            return Broker(
+                embedded, f"no Redis at {url}: started redis-server on port {port}", [proc]
+            )
         proc.terminate()
     from fakeredis import TcpFakeServer
 
     server = TcpFakeServer(("127.0.0.1", port), server_type="redis")
     threading.Thread(target=server.serve_forever, daemon=True).start()
     _wait_until_answers(embedded, 10)
-    return Broker(embedded, f"no Redis at {url}: started an embedded fakeredis on port {port}", [server])
+    return Broker(
+        embedded, f"no Redis at {url}: started an embedded fakeredis on port {port}", [server]
+    )

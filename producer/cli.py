@@ -12,26 +12,25 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, ParamSpec
+from typing import TYPE_CHECKING, Annotated, ParamSpec
 
-import redis
 import typer
 from rich.console import Console
 
-from producer import render
-from producer.submit import SubmitRequest, build_spec, enqueue
-from worker.celery_app import build_app
-from worker.deps import build_ledger, build_redis
 from worker.errors import (
     BrokerUnavailable,
     ColabqError,
     JobNotFound,
     UserInputError,
 )
-from worker.ledger import Ledger
-from worker.settings import Settings, load_settings
-from worker.spec import queue_for
 from worker.states import TERMINAL, JobState
+
+if TYPE_CHECKING:
+    from worker.ledger import Ledger
+    from worker.settings import Settings
+
+# Heavy imports (celery, redis, pydantic, huggingface_hub) happen inside the commands that need
+# them, so that `colabq preflight` and `--help` start fast.
 
 app = typer.Typer(
     name="colabq",
@@ -66,39 +65,99 @@ def command(fn: Callable[P, None]) -> Callable[P, None]:
     return wrapper
 
 
+def load_settings(**overrides: object) -> Settings:
+    from worker.settings import load_settings as _load
+
+    return _load(**overrides)
+
+
+def build_app(settings: Settings):  # type: ignore[no-untyped-def]
+    from worker.celery_app import build_app as _build
+
+    return _build(settings)
+
+
+def queue_for(gpu: object) -> str:
+    from worker.spec import queue_for as _queue_for
+
+    return _queue_for(str(gpu))
+
+
 def _connect(settings: Settings) -> Ledger:
-    client = build_redis(settings)
-    try:
-        client.ping()
-    except redis.RedisError as exc:
-        raise BrokerUnavailable(settings.redis_url, type(exc).__name__) from None
-    return build_ledger(settings, client)
+    from worker.deps import connect_ledger
+
+    return connect_ledger(settings)
 
 
 @command
 def submit(
     script: Annotated[Path, typer.Argument(help="The bash script the job runs on the VM.")],
-    name: Annotated[str, typer.Option("--name", "-n", help="Run name, e.g. coco-resnet50-bs256-lr3e-4.")],
+    name: Annotated[
+        str, typer.Option("--name", "-n", help="Run name, e.g. coco-resnet50-bs256-lr3e-4.")
+    ],
     gpu: Annotated[str, typer.Option(help="T4, L4, G4, A100 or H100.")] = "T4",
     high_mem: Annotated[bool, typer.Option("--high-mem")] = False,
     wall: Annotated[str, typer.Option(help="Wall-clock cap, e.g. 4h (unconditional).")] = "12h",
     idle: Annotated[str, typer.Option(help="Idle timeout after the job ends.")] = "180s",
-    ttl: Annotated[str | None, typer.Option(help="The job's own TTL (default: fits the cap).")] = None,
+    ttl: Annotated[
+        str | None, typer.Option(help="The job's own TTL (default: fits the cap).")
+    ] = None,
     sync_interval: Annotated[str, typer.Option(help="Periodic sync interval.")] = "15m",
     sync: Multi = None,
-    hub_input: Annotated[list[str] | None, typer.Option(help="NAME=URI (hf://, gs://, https://).")] = None,
+    hub_input: Annotated[
+        list[str] | None, typer.Option(help="NAME=URI (hf://, gs://, https://).")
+    ] = None,
     repo: Annotated[str | None, typer.Option(help="Hub repo for results, USER/REPO.")] = None,
     repo_type: Annotated[str, typer.Option()] = "model",
-    prefix: Annotated[str | None, typer.Option(help="Path prefix in the repo (default: run name).")] = None,
-    local_store: Annotated[Path | None, typer.Option(help="Rehearsal: a local folder instead of the Hub.")] = None,
-    expect: Annotated[list[str] | None, typer.Option(help="An artifact that must exist afterwards.")] = None,
+    prefix: Annotated[
+        str | None, typer.Option(help="Path prefix in the repo (default: run name).")
+    ] = None,
+    local_store: Annotated[
+        Path | None, typer.Option(help="Rehearsal: a local folder instead of the Hub.")
+    ] = None,
+    expect: Annotated[
+        list[str] | None, typer.Option(help="An artifact that must exist afterwards.")
+    ] = None,
     budget: Annotated[float, typer.Option(help="Compute units the balance must cover.")] = 0.0,
-    commit: Annotated[str | None, typer.Option(help="Commit under test (default: git HEAD).")] = None,
+    commit: Annotated[
+        str | None, typer.Option(help="Commit under test (default: git HEAD).")
+    ] = None,
     idempotency_key: Annotated[str | None, typer.Option()] = None,
+    repo_dir: Annotated[Path, typer.Option(help="Pre-flight: the training repo.")] = Path("."),
+    config: Annotated[Path | None, typer.Option(help="Pre-flight: the run's config.")] = None,
+    reference: Annotated[Path | None, typer.Option(help="Pre-flight: the reference.")] = None,
+    explain: Annotated[list[str] | None, typer.Option(help="Pre-flight: KEY=REASON.")] = None,
+    launch_script: Annotated[Path | None, typer.Option(help="Pre-flight: not SCRIPT.")] = None,
+    epochs: Annotated[float | None, typer.Option(help="Pre-flight: epochs.")] = None,
+    seconds_per_epoch: Annotated[float | None, typer.Option(help="Pre-flight.")] = None,
+    waive: Annotated[list[str] | None, typer.Option(help="Pre-flight: accept a check.")] = None,
+    resume_from: Annotated[
+        str | None,
+        typer.Option(help="A job id or hf:// checkpoint to resume from (a new segment)."),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Validate a job and enqueue it (once per idempotency key, from any machine)."""
+    """Run the pre-flight checks, then validate a job and enqueue it (once per idempotency key).
+
+    Nothing is enqueued while a check fails, unless it is waived by name (--waive config-diff);
+    the waivers and the report's digest are recorded on the job. Paths of the pre-flight options
+    are relative to --repo-dir.
+    """
+    from producer.preflight.report import validate_waivers
+    from producer.preflight_cli import PreflightInputs, gate
+    from producer.submit import SubmitRequest, build_spec, enqueue
+
     settings = load_settings()
+    waivers = tuple(sorted(validate_waivers(waive or ())))
+    resume = None
+    if resume_from:
+        from producer.submit import resolve_resume
+
+        # A job id resolves to its checkpoint and prefix: segments of one run share a prefix.
+        ledger_for_resume = None if resume_from.startswith("hf://") else _connect(settings)
+        resume = resolve_resume(resume_from, ledger_for_resume)
+        if prefix is None and resume.prefix is not None:
+            prefix = resume.prefix
     req = SubmitRequest(
         script=script,
         run_name=name,
@@ -118,12 +177,48 @@ def submit(
         budget=budget,
         commit=commit,
         idempotency_key=idempotency_key,
+        waivers=waivers,
+        resume_from=resume.uri if resume else None,
     )
     spec = build_spec(req)
     ledger = _connect(settings)
+    preflight = PreflightInputs(
+        run_name=name,
+        repo=repo_dir,
+        config=config,
+        reference=reference,
+        explain=tuple(explain or ()),
+        launch_script=launch_script or script.resolve(),
+        hub_inputs=tuple(hub_input or ()),
+        epochs=epochs,
+        seconds_per_epoch=seconds_per_epoch,
+        wall=wall,
+        waive=waivers,
+    )
+    report = gate(preflight, console=out, as_json=as_json)
+    import os
+
+    from producer.submit import check_output_repo
+
+    repo_seen = check_output_repo(spec, os.environ, Path.home())
+    if not as_json:
+        out.print(f"output repo: {repo_seen}", markup=False)
+    # The digest changes with the clock (the ETA's end time), so it must not enter the
+    # idempotency key: it joins the spec after `build_spec` computed the key.
+    spec = spec.model_copy(update={"preflight_digest": report.digest})
     res = enqueue(spec, ledger, build_app(settings))
     if as_json:
-        print(json.dumps({"job_id": res.job_id, "created": res.created, "state": res.state.value}))
+        print(
+            json.dumps(
+                {
+                    "job_id": res.job_id,
+                    "created": res.created,
+                    "state": res.state.value,
+                    "waivers": list(spec.waivers),
+                    "preflight_digest": spec.preflight_digest,
+                }
+            )
+        )
         return
     if res.created:
         out.print(f"Enqueued job [bold]{res.job_id}[/] on {queue_for(spec.gpu)} ({spec.run_name}).")
@@ -142,6 +237,8 @@ def status(
     as_json: JsonOpt = False,
 ) -> None:
     """A table of jobs, or one job's states, reasons and final report."""
+    from producer import render
+
     ledger = _connect(load_settings())
     if job is None:
         records = ledger.list_jobs(limit)
@@ -161,7 +258,9 @@ def status(
 @command
 def logs(
     job: JobArg,
-    follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing until the job ends.")] = False,
+    follow: Annotated[
+        bool, typer.Option("--follow", "-f", help="Keep printing until the job ends.")
+    ] = False,
 ) -> None:
     """Print a job's output (from any machine); -f follows it live."""
     ledger = _connect(load_settings())
@@ -169,7 +268,9 @@ def logs(
     follow_logs(ledger, job_id, follow=follow, write=lambda s: print(s, flush=True))
 
 
-def follow_logs(ledger: Ledger, job_id: str, *, follow: bool, write: Callable[[str], None]) -> JobState:
+def follow_logs(
+    ledger: Ledger, job_id: str, *, follow: bool, write: Callable[[str], None]
+) -> JobState:
     after = "0-0"
     while True:
         for line in ledger.read_log(job_id, after, block_ms=1000 if follow else None):
@@ -211,7 +312,9 @@ def cancel(
 
 @command
 def worker(
-    gpu: Annotated[list[str] | None, typer.Option(help="GPU queues to serve (default: all).")] = None,
+    gpu: Annotated[
+        list[str] | None, typer.Option(help="GPU queues to serve (default: all).")
+    ] = None,
     concurrency: Annotated[int, typer.Option(help="Slots = Colab sessions at once.")] = 1,
     name: Annotated[str | None, typer.Option(help="Celery node name.")] = None,
     loglevel: Annotated[str, typer.Option()] = "INFO",
@@ -259,6 +362,26 @@ def demo(
     from producer.demo import run_demo
 
     raise typer.Exit(run_demo(out, keep=keep))
+
+
+# Commands defined in their own modules, registered like the ones above.
+from producer.clean import clean  # noqa: E402
+from producer.preflight_cli import preflight  # noqa: E402
+
+command(preflight)
+command(clean)
+
+
+@command
+def stage(
+    path: Annotated[Path, typer.Argument(help="Local file or folder (a data set, a checkpoint).")],
+    to: Annotated[str, typer.Option("--to", help="hf://[datasets/]OWNER/REPO/PATH")],
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace data at --to.")] = False,
+) -> None:
+    """Upload local data to a private Hub repo, to declare it later with --hub-input NAME=URI."""
+    from producer.stage import stage_command
+
+    stage_command(path, to, overwrite)
 
 
 def exit_code_for(exc: ColabqError) -> int:

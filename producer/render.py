@@ -35,7 +35,12 @@ def jobs_table(records: list[JobRecord]) -> Table:
         t.add_column(col, overflow="fold")
     for r in records:
         t.add_row(
-            r.job_id, r.spec.run_name, r.spec.gpu.value, _state(r.state), _when(r.updated_at), r.reason
+            r.job_id,
+            r.spec.run_name,
+            r.spec.gpu.value,
+            _state(r.state),
+            _when(r.updated_at),
+            r.reason,
         )
     return t
 
@@ -50,7 +55,7 @@ def job_detail(rec: JobRecord, history: list[HistoryEntry]) -> RenderableType:
     head.add_column(style="bold")
     head.add_column()
     s = rec.spec
-    rows = [
+    rows: list[tuple[str, str | Text]] = [
         ("job", rec.job_id),
         ("run name", s.run_name),
         ("commit", s.commit or "(none)"),

@@ -10,7 +10,7 @@ import re
 import secrets
 import socket
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -59,6 +59,7 @@ class SubmitRequest:
     idempotency_key: str | None = None
     waivers: Sequence[str] = ()
     preflight_digest: str | None = None
+    resume_from: str | None = None  # an hf:// URI (resolve a job id first: `resolve_resume`)
 
 
 def read_script(path: Path) -> str:
@@ -161,6 +162,7 @@ def build_spec(req: SubmitRequest, *, now: datetime | None = None) -> JobSpec:
         "budget_units": req.budget,
         "waivers": tuple(req.waivers),
         "preflight_digest": req.preflight_digest,
+        "resume_from": req.resume_from,
     }
     key = req.idempotency_key or default_idempotency_key(fields)
     try:
@@ -169,7 +171,7 @@ def build_spec(req: SubmitRequest, *, now: datetime | None = None) -> JobSpec:
             idempotency_key=key,
             submitted_at=now or datetime.now(UTC),
             submitted_from=socket.gethostname(),
-            **fields,  # type: ignore[arg-type]
+            **fields,
         )
     except ValidationError as exc:
         err = spec_error(exc)
@@ -197,3 +199,50 @@ def enqueue(spec: JobSpec, ledger: Ledger, app: Celery) -> Enqueued:
 
 
 __all__ = ["Enqueued", "SpecError", "SubmitRequest", "build_spec", "enqueue"]
+
+
+@dataclass(frozen=True)
+class ResumePoint:
+    uri: str
+    prefix: str | None  # the resumed run's prefix: segments of one run share it
+
+
+def resolve_resume(value: str, ledger: Ledger | None) -> ResumePoint:
+    """`--resume-from`: an hf:// URI as given, or a job id -> that job's checkpoint on the Hub
+    (its first sync path under its prefix). Never a guess: a job without one is an error."""
+    if value.startswith("hf://"):
+        return ResumePoint(value, None)
+    if ledger is None:
+        raise UserInputError(f"--resume-from {value!r}: give a job id or an hf:// URI.")
+    rec = ledger.get(ledger.find_by_prefix(value))
+    dest = rec.spec.artifact
+    if dest.kind != "hf" or not rec.spec.sync_paths:
+        raise UserInputError(
+            f"Job {rec.job_id} kept no checkpoint on the Hub to resume from: pass "
+            "--resume-from hf://OWNER/REPO/PATH naming the checkpoint."
+        )
+    kind = "datasets/" if dest.repo_type == "dataset" else ""
+    name = Path(rec.spec.sync_paths[0]).name
+    path = "/".join(p for p in (dest.prefix, name) if p)
+    return ResumePoint(f"hf://{kind}{dest.repo}/{path}", dest.prefix)
+
+
+def check_output_repo(spec: JobSpec, env: Mapping[str, str], home: Path) -> str:
+    """Pre-flight for a Hub destination, with this machine's token: the repo exists or can be
+    created private, is private, and the token can write. Returns what it saw; raises a
+    UserInputError naming the check when it fails (nothing is enqueued)."""
+    if spec.artifact.kind != "hf":
+        return "local destination: not a Hub repo"
+    from producer.stage import resolve_token
+    from worker.errors import StoreError
+    from worker.hub import HubStore
+
+    token = resolve_token(env, home)
+    if token is None:
+        return "output repo not checked here (no Hub token on this machine); the worker checks it"
+    try:
+        return (
+            HubStore(env.get("HF_ENDPOINT") or None, token).check_output_repo(spec.artifact).detail
+        )
+    except StoreError as exc:
+        raise UserInputError(f"Pre-flight failed (output-repo): {exc.advice()}") from None

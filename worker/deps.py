@@ -32,6 +32,18 @@ def build_ledger(settings: Settings, client: redis.Redis | None = None) -> Ledge
     )
 
 
+def connect_ledger(settings: Settings) -> Ledger:
+    """The ledger on a Redis that answers now; otherwise one BrokerUnavailable line."""
+    from worker.errors import BrokerUnavailable
+
+    client = build_redis(settings)
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        raise BrokerUnavailable(settings.redis_url, type(exc).__name__) from None
+    return build_ledger(settings, client)
+
+
 def job_dir(settings: Settings, job_id: str) -> Path:
     """This worker host's folder for one job: the CLI's sessions.json, the driver, results."""
     return settings.state_dir / "jobs" / job_id

@@ -108,7 +108,7 @@ class ColabUnrecognisedOutput(ColabError):
 
 
 class ColabVersionMismatch(ColabError):
-    hint = "colabq drives exactly colab 0.7.4: install it with `uv tool install google-colab-cli==0.7.4`."
+    hint = "colabq drives exactly colab 0.7.4: `uv tool install google-colab-cli==0.7.4`."
 
 
 class ColabNotAuthenticated(ColabError):

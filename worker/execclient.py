@@ -17,6 +17,7 @@ import re
 import subprocess
 import sys
 import threading
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO
@@ -39,6 +40,7 @@ class ExecResult:
     sentinels: dict[str, str] = field(default_factory=dict)
     error: str = ""
     after_release: list[str] = field(default_factory=list)
+    sentinel_at: dict[str, float] = field(default_factory=dict)  # when each arrived (epoch s)
 
     @property
     def exit_code(self) -> int | None:
@@ -61,11 +63,17 @@ class ExecResult:
             sentinels=d.get("sentinels", {}),
             error=d.get("error", ""),
             after_release=d.get("after_release", []),
+            sentinel_at=d.get("sentinel_at", {}),
         )
 
 
 def _pump(
-    pipe: IO[bytes], stream: str, nonce: str, result: ExecResult, emit: LineSink, lock: threading.Lock
+    pipe: IO[bytes],
+    stream: str,
+    nonce: str,
+    result: ExecResult,
+    emit: LineSink,
+    lock: threading.Lock,
 ) -> None:
     for raw in iter(pipe.readline, b""):
         line = raw.decode(errors="replace").rstrip("\n")
@@ -73,6 +81,7 @@ def _pump(
         with lock:
             if hit:
                 result.sentinels[hit[0]] = hit[1]
+                result.sentinel_at[hit[0]] = time.time()
             elif "SELF_RELEASE" in result.sentinels and stream == "err":
                 # The VM released itself after a verified final upload: colab exec's
                 # "connection lost" traceback is expected, not the job's output.
@@ -90,6 +99,15 @@ class LineSink:
 
         self.job_id = job_id
         self.ledger = build_ledger(load_settings())
+
+    def record(self, result: ExecResult) -> None:
+        """What a janitor on another host needs to settle the job if this worker dies."""
+        fields = {f"exec_{k.lower()}": v for k, v in result.sentinels.items()}
+        fields["exec_done_at"] = repr(time.time())
+        try:
+            self.ledger.record_watch(self.job_id, fields)
+        except Exception as exc:
+            print(f"colabq execclient: recording the result failed ({exc})", file=sys.stderr)
 
     def __call__(self, line: str, stream: str) -> None:
         try:
@@ -134,7 +152,9 @@ def main(args: list[str] | None = None) -> int:
     p.add_argument("argv", nargs=argparse.REMAINDER)
     a = p.parse_args(args)
     argv = a.argv[1:] if a.argv[:1] == ["--"] else a.argv
-    res = run(argv, a.nonce, a.result, LineSink(a.job))
+    sink = LineSink(a.job)
+    res = run(argv, a.nonce, a.result, sink)
+    sink.record(res)
     return 0 if res.exec_rc is not None else 1
 
 

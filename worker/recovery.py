@@ -67,7 +67,13 @@ def recover_results(
     with recovery_lock(lock_path):
         done_marker = local_dir / ".complete"
         if done_marker.exists():
-            files = tuple(sorted(str(p.relative_to(local_dir)) for p in local_dir.rglob("*") if p.is_file() and p != done_marker))
+            files = tuple(
+                sorted(
+                    str(p.relative_to(local_dir))
+                    for p in local_dir.rglob("*")
+                    if p.is_file() and p != done_marker
+                )
+            )
             return Recovery(True, local_dir, files, ())
         local_dir.mkdir(parents=True, exist_ok=True)
         got: list[str] = []

@@ -23,7 +23,8 @@ class ReleaseOutcome(StrEnum):
 class EndpointMismatch(ColabqError):
     def __init__(self, name: str, recorded: str, seen: str) -> None:
         super().__init__(
-            f"Session {name} shows endpoint {seen}, but colabq recorded {recorded}: not stopping it."
+            f"Session {name} shows endpoint {seen}, but colabq recorded {recorded}: "
+            "not stopping it."
         )
         self.name, self.recorded, self.seen = name, recorded, seen
 

@@ -45,8 +45,9 @@ VM_DIR = Path(__file__).parent / "vm"
 REMOTE_WRAPPER = "/content/colab-job.sh"
 REMOTE_SYNC = "/content/colabq_sync.py"
 REMOTE_SCRIPT = "/content/colab-user-job.sh"
-REMOTE_UPLOAD_TOKEN = "/content/.colabq-upload-token"
-REMOTE_JOB_TOKEN = "/content/.colabq-job-token"
+# Paths of the token files on the VM (not secrets themselves).
+REMOTE_UPLOAD_TOKEN = "/content/.colabq-upload-token"  # noqa: S105
+REMOTE_JOB_TOKEN = "/content/.colabq-job-token"  # noqa: S105
 
 
 def remote_job_dir(job_id: str) -> str:
@@ -65,6 +66,16 @@ class ExecProcess:
         if self.popen is not None:
             return self.popen.poll() is None
         return bool(self.ref and self.ref.alive())
+
+    def wait(self, timeout_s: float) -> bool:
+        """Block up to `timeout_s` for the client to exit (returns at once when it does)."""
+        if self.popen is not None:
+            try:
+                self.popen.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                return False
+            return True
+        return not self.alive()
 
     def kill(self) -> None:
         if self.alive():
@@ -87,6 +98,9 @@ def spawn_detached(argv: list[str], log_path: Path, env: Mapping[str, str]) -> E
     return ExecProcess(proc.pid, proc)
 
 
+InputChecker = Callable[[str], int]  # an hf:// URI -> its bytes; raises if missing or empty
+
+
 @dataclass(frozen=True)
 class RunnerDeps:
     clock: Clock
@@ -96,6 +110,7 @@ class RunnerDeps:
     settings: Settings
     files: JobFiles
     start_watchdog: WatchdogStarter
+    check_input: InputChecker
     spawn: Spawner = spawn_detached
     worker_name: str = "worker"
 
@@ -187,6 +202,11 @@ class Runner:
                 raise _Finish(
                     S.FAILED, "a Hub destination needs COLABQ_HF_TOKEN_FILE on the worker host"
                 )
+            dest = d.store.check_destination(spec.artifact)
+            self.log(f"destination: {dest}")
+            if spec.resume_from:
+                size = d.check_input(spec.resume_from)
+                self.log(f"resume checkpoint {spec.resume_from}: {size} bytes")
             checks.check_cli_version(d.driver, d.settings.colab_version)
             balance = checks.check_budget(d.driver, spec.budget_units)
         except BudgetExceeded as exc:
@@ -275,8 +295,13 @@ class Runner:
         if self.d.settings.hf_token_file is not None:
             wrapper_args += ["--token-file", "{content}/.colabq-upload-token"]
             wrapper_args += ["--job-token-file", "{content}/.colabq-job-token"]
-        if self.d.settings.vm_hf_endpoint:
-            wrapper_args += ["--hf-endpoint", self.d.settings.vm_hf_endpoint]
+        st = self.d.settings
+        if st.hf_endpoint:
+            wrapper_args += ["--hf-endpoint", st.hf_endpoint]
+        wrapper_args += ["--upload-attempts", str(st.vm_upload_attempts)]
+        wrapper_args += ["--upload-backoff-s", str(st.vm_upload_backoff_s)]
+        if spec.resume_from:
+            wrapper_args += ["--resume", spec.resume_from]
         for p in spec.sync_paths:
             wrapper_args += ["--sync", p]
         argv = ["bash", "colab-job.sh", *wrapper_args, "--", "bash", "{content}/colab-user-job.sh"]
@@ -303,7 +328,7 @@ class Runner:
             if d.clock.time() >= self.deadline_at:
                 client.kill()
                 raise _Finish(S.TIMED_OUT, f"wall cap {spec.wall_cap_s:.0f}s reached")
-            d.clock.sleep(d.settings.poll_interval_s)
+            client.wait(d.settings.poll_interval_s)
         self._phase(Phase.FINISHING)
         res = ExecResult.load(self.files.exec_result) or ExecResult(
             error="the exec client left no result"
@@ -311,6 +336,8 @@ class Runner:
         self.exit_code = res.exit_code
         if res.sentinels.get("FIRST_UPLOAD") == "failed":
             raise _Finish(S.FAILED, "the first upload failed on the VM; the job did not run")
+        if res.sentinels.get("RESUME") == "failed":
+            raise _Finish(S.FAILED, "the resume checkpoint could not be downloaded on the VM")
         if self.exit_code is None:
             why = res.error or f"colab exec exited {res.exec_rc} without the job's exit status"
             raise _Finish(S.FAILED, why)
@@ -331,7 +358,9 @@ class Runner:
         self.log(rec.summary())
         self._phase(Phase.FINISHING)
         if not rec.ok:
-            raise _Finish(S.FAILED_LOST, f"final upload failed and recovery failed: {rec.summary()}")
+            raise _Finish(
+                S.FAILED_LOST, f"final upload failed and recovery failed: {rec.summary()}"
+            )
         self.results_local = f"{os.uname().nodename}:{rec.local_dir}"
         self.d.ledger.set_fields(self.job_id, owner=self.owner, results_local=self.results_local)
         raise _Finish(
@@ -342,7 +371,13 @@ class Runner:
 
     def _settle(self) -> tuple[S, str]:
         self._to(S.PERSISTING, f"job exited {self.exit_code}; verifying artifacts")
-        v = self.d.store.verify(self.spec)
+        try:
+            v = self.d.store.verify(self.spec)
+        except ColabqError as exc:
+            return (
+                S.FAILED,
+                f"job exited {self.exit_code} but artifacts could not be verified: {exc}",
+            )
         self.log(v.summary())
         if not v.ok:
             return S.FAILED, f"job exited {self.exit_code} but artifacts are {v.summary()}"

@@ -39,8 +39,12 @@ class Settings(BaseSettings):
     poll_interval_s: float = Field(default=2.0, gt=0)
     # The watchdog polls this often (the original used 15 s; each poll may call `colab status`).
     watchdog_poll_s: float = Field(default=15.0, gt=0)
-    # The Hub endpoint the VM's uploader uses (None = the real Hub); set for the local Hub server.
-    vm_hf_endpoint: str | None = None
+    # The Hub endpoint for the worker and the VM's uploader (None = the real Hub); set it to a
+    # local Hub-compatible server for rehearsals and tests.
+    hf_endpoint: str | None = None
+    # The VM uploader's commit retries (each attempt one commit; backoff doubles from the base).
+    vm_upload_attempts: int = Field(default=6, ge=1)
+    vm_upload_backoff_s: float = Field(default=4.0, ge=0)
     heartbeat_interval_s: float = Field(default=5.0, gt=0)
     lease_ttl_s: float = Field(default=30.0, gt=0)
     log_stream_maxlen: int = Field(default=20_000, ge=100)
@@ -73,5 +77,6 @@ def load_settings(**overrides: object) -> Settings:
         err = exc.errors()[0]
         field = ".".join(str(p) for p in err["loc"])
         raise ConfigError(
-            f"Invalid setting COLABQ_{field.upper()}: {err['msg']}. Fix it in the environment or .env."
+            f"Invalid setting COLABQ_{field.upper()}: {err['msg']}. "
+            "Fix it in the environment or .env."
         ) from None

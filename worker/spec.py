@@ -85,6 +85,9 @@ class JobSpec(BaseModel):
     expected_artifacts: tuple[str, ...] = ()
     tracker: str | None = None
     budget_units: float = Field(default=0.0, ge=0)
+    # An explicit checkpoint to resume from (declared like a hub input, checked before
+    # allocation, downloaded by the wrapper, its local path given to the job).
+    resume_from: str | None = None
     waivers: tuple[str, ...] = ()
     preflight_digest: str | None = None
     submitted_at: datetime
@@ -110,6 +113,13 @@ class JobSpec(BaseModel):
                     f"input {name}={uri!r} must be an hf://, gs:// or https:// URI without "
                     "whitespace (stage local data first)"
                 )
+        return v
+
+    @field_validator("resume_from")
+    @classmethod
+    def _resume(cls, v: str | None) -> str | None:
+        if v is not None and (not v.startswith("hf://") or any(c.isspace() for c in v)):
+            raise ValueError("resume_from must be an hf:// URI of a checkpoint file or folder")
         return v
 
     @model_validator(mode="after")

@@ -34,6 +34,11 @@ class ArtifactStore(Protocol):
 
     def verify(self, spec: JobSpec) -> Verification: ...
 
+    def check_destination(self, dest: ArtifactDest) -> str:
+        """Before allocation: the destination exists or can be created, and is safe to write
+        (for the Hub: private and writable with the job's token). Returns what it found."""
+        ...
+
 
 def logs_path(spec: JobSpec) -> str:
     return _join(spec.artifact.prefix, "logs", spec.job_id)
@@ -47,6 +52,12 @@ def _join(*parts: str) -> str:
     return "/".join(p.strip("/") for p in parts if p.strip("/"))
 
 
+def _non_empty(p: Path) -> bool:
+    if p.is_file():
+        return p.stat().st_size > 0
+    return p.is_dir() and any(f.is_file() and f.stat().st_size > 0 for f in p.rglob("*"))
+
+
 def parse_exit_code(text: str) -> int | None:
     try:
         return int(text.strip())
@@ -56,6 +67,10 @@ def parse_exit_code(text: str) -> int | None:
 
 class LocalStore:
     """A folder on this machine standing in for the Hub repo (`ArtifactDest.repo` is its path)."""
+
+    def check_destination(self, dest: ArtifactDest) -> str:
+        # The VM writes there itself; its first upload is the real test (and must succeed).
+        return f"local folder {dest.repo}"
 
     def location(self, spec: JobSpec) -> str:
         return str(Path(spec.artifact.repo) / spec.artifact.prefix)
@@ -67,9 +82,7 @@ class LocalStore:
         present, missing = [], []
         for name in (f"logs/{spec.job_id}/exit_code", *spec.expected_artifacts):
             p = root / artifact_path(spec, name)
-            if p.is_file() and p.stat().st_size > 0:
-                present.append(name)
-            elif p.is_dir() and any(f.is_file() and f.stat().st_size > 0 for f in p.rglob("*")):
+            if _non_empty(p):
                 present.append(name)
             else:
                 missing.append(name)
@@ -78,9 +91,11 @@ class LocalStore:
         return Verification(ok, exit_code, tuple(present), tuple(missing), detail)
 
 
-def build_store(dest: ArtifactDest) -> ArtifactStore:
+def build_store(
+    dest: ArtifactDest, *, endpoint: str | None = None, token: str | None = None
+) -> ArtifactStore:
     if dest.kind == "local":
         return LocalStore()
-    from worker.errors import StoreError
+    from worker.hub import HubStore
 
-    raise StoreError("Hub destinations need the Hub store, which this build does not have yet.")
+    return HubStore(endpoint, token)

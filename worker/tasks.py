@@ -8,11 +8,13 @@ from __future__ import annotations
 import logging
 import secrets
 import socket
+from pathlib import Path
 from typing import Any
 
 from worker.clock import SystemClock
 from worker.deps import build_driver, build_ledger, job_dir
 from worker.errors import JobNotFound, SpecError
+from worker.hub import HubStore
 from worker.jobfiles import JobFiles
 from worker.lease import Heartbeat
 from worker.ledger import Ledger
@@ -26,7 +28,9 @@ from worker.watchdog import start_watchdog
 log = logging.getLogger(__name__)
 
 
-def execute_job(payload: str, settings: Settings, ledger: Ledger, worker_name: str) -> dict[str, Any]:
+def execute_job(
+    payload: str, settings: Settings, ledger: Ledger, worker_name: str
+) -> dict[str, Any]:
     try:
         spec = decode_spec(payload)
     except SpecError as exc:
@@ -45,11 +49,14 @@ def execute_job(payload: str, settings: Settings, ledger: Ledger, worker_name: s
         return {"state": "skipped", "reason": "job is owned by another runner"}
     files = JobFiles(job_dir(settings, spec.job_id)).ensure()
     clock = SystemClock()
+    token = read_token(settings.hf_token_file)
+    hub = HubStore(settings.hf_endpoint, token)
     deps = RunnerDeps(
         clock=clock,
         ledger=ledger,
         driver=build_driver(settings, spec.job_id),
-        store=build_store(spec.artifact),
+        store=build_store(spec.artifact, endpoint=settings.hf_endpoint, token=token),
+        check_input=hub.exists_nonempty,
         settings=settings,
         files=files,
         start_watchdog=lambda f, env: start_watchdog(f, env, clock=clock),
@@ -67,6 +74,16 @@ def execute_job(payload: str, settings: Settings, ledger: Ledger, worker_name: s
     finally:
         ledger.release_lock(spec.job_id, owner)
     return {"state": outcome.state.value, "reason": outcome.reason, "exit_code": outcome.exit_code}
+
+
+def read_token(path: Path | None) -> str | None:
+    """The Hub token, in this worker's memory only (checked again before allocation)."""
+    if path is None:
+        return None
+    try:
+        return path.read_text().strip() or None
+    except OSError:
+        return None  # the runner's pre-allocation check reports the file's problem
 
 
 def run_job_task(self: Any, payload: str) -> dict[str, Any]:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import re
 
-_DURATION = re.compile(r"^(?:(?P<h>\d+(?:\.\d+)?)h)?(?:(?P<m>\d+(?:\.\d+)?)m)?(?:(?P<s>\d+(?:\.\d+)?)s)?$")
+_DURATION = re.compile(
+    r"^(?:(?P<h>\d+(?:\.\d+)?)h)?(?:(?P<m>\d+(?:\.\d+)?)m)?(?:(?P<s>\d+(?:\.\d+)?)s)?$"
+)
 
 
 def parse_duration_s(text: str) -> float:
@@ -25,7 +27,7 @@ def parse_duration_s(text: str) -> float:
 
 
 def format_duration_s(seconds: float) -> str:
-    s = int(round(seconds))
+    s = round(seconds)
     h, rem = divmod(s, 3600)
     m, sec = divmod(rem, 60)
     if h:

@@ -45,6 +45,12 @@ class WatchSink(Protocol):
 
     def stopped(self, reason: str, verified: bool) -> None: ...
 
+    def gone(self, at: float) -> None: ...
+
+    def recovered(self, where: str) -> None: ...
+
+    def heartbeat(self, at: float) -> None: ...
+
     def cancel_requested(self) -> bool: ...
 
 
@@ -86,7 +92,9 @@ class Watchdog:
         client_alive = bool(state and state.client and state.client.alive())
         endpoint = self._record_endpoint()
         cancel = self._cancel_requested()
-        partial = Observation(now, phase, client_alive, runner_alive, endpoint, Seen.NOT_ASKED, None, cancel)
+        partial = Observation(
+            now, phase, client_alive, runner_alive, endpoint, Seen.NOT_ASKED, None, cancel
+        )
         at_wall = now >= self.spec.wall_deadline_at
         seen = Seen.NOT_ASKED
         if endpoint is not None and (not is_busy(partial) or at_wall or cancel):
@@ -126,7 +134,11 @@ class Watchdog:
         elif d.act is Act.REPORT and d.reason not in self.reported:
             self.reported.add(d.reason)
             self.sink.event(f"NOT stopping {self.spec.session}: {d.reason}")
-        self.files.write_watchdog(self.clock.time(), f"{d.act.value}: {d.reason}")
+        now = self.clock.time()
+        self.files.write_watchdog(now, f"{d.act.value}: {d.reason}")
+        if d.act is Act.EXIT and obs.endpoint is not None:
+            self.sink.gone(now)
+        self.sink.heartbeat(now)
         self.last = d
         return d
 
@@ -140,7 +152,9 @@ class Watchdog:
                 log=self.sink.event, lock_path=self.files.recover_lock,
             )  # fmt: skip
             self.sink.event(rec.summary())
-            if not rec.ok:
+            if rec.ok:
+                self.sink.recovered(f"{os.uname().nodename}:{rec.local_dir}")
+            else:
                 return  # keep the VM: it holds the only copy; try again next poll
         self.sink.event(f"stopping {self.spec.session} at {obs.endpoint}: {reason}")
         try:
@@ -195,6 +209,15 @@ class RedisSink:
     def stopped(self, reason: str, verified: bool) -> None:
         fields = {"stopped_reason": reason, "stop_verified": str(verified).lower()}
         self._safe(self.ledger.record_watch, self.job_id, fields)
+
+    def gone(self, at: float) -> None:
+        self._safe(self.ledger.record_watch, self.job_id, {"gone_verified_at": repr(at)})
+
+    def recovered(self, where: str) -> None:
+        self._safe(self.ledger.record_watch, self.job_id, {"results_local": where})
+
+    def heartbeat(self, at: float) -> None:
+        self._safe(self.ledger.record_watch, self.job_id, {"heartbeat_at": repr(at)})
 
     def cancel_requested(self) -> bool:
         return self.ledger.cancel_requested(self.job_id) is not None

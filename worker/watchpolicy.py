@@ -1,11 +1,11 @@
 """The watchdog's decisions, as a pure function of what it observed and the time.
 
 The rules of `launcher.md`: busy means the exec client is alive, or the (living) runner is
-allocating, uploading or recovering results; when nothing is busy an idle timer runs, even if `colab status`
-still says BUSY (0.7.4 leaves a killed client's label stale); the wall cap is unconditional; a
-session is stopped only when status shows our name at the recorded endpoint (a status error
-never counts as idle, but at the wall cap a stop may proceed if the CLI's own record still holds
-the recorded endpoint); an assignment never seen is never touched.
+allocating, uploading or recovering results; when nothing is busy an idle timer runs, even if
+`colab status` still says BUSY (0.7.4 leaves a killed client's label stale); the wall cap is
+unconditional; a session is stopped only when status shows our name at the recorded endpoint
+(a status error never counts as idle, but at the wall cap a stop may proceed if the CLI's own
+record still holds the recorded endpoint); an assignment never seen is never touched.
 """
 
 from __future__ import annotations

@@ -26,7 +26,9 @@ def good_script(tmp_path: Path) -> Path:
 
 
 def _queued_messages(client: redis.Redis) -> int:
-    return sum(int(client.llen(q)) for q in (b"gpu.t4", b"gpu.l4", b"gpu.a100", b"gpu.h100", b"gpu.g4"))
+    return sum(
+        int(client.llen(q)) for q in (b"gpu.t4", b"gpu.l4", b"gpu.a100", b"gpu.h100", b"gpu.g4")
+    )
 
 
 CASES = [
@@ -44,8 +46,14 @@ CASES = [
 
 @pytest.mark.parametrize(("case", "args", "expect"), CASES, ids=[c[0] for c in CASES])
 def test_malformed_job_is_refused_and_nothing_is_enqueued(
-    case: str, args: list[str], expect: str, env: dict[str, str], good_script: Path,
-    redis_client: redis.Redis, key_prefix: str, tmp_path: Path,
+    case: str,
+    args: list[str],
+    expect: str,
+    env: dict[str, str],
+    good_script: Path,
+    redis_client: redis.Redis,
+    key_prefix: str,
+    tmp_path: Path,
 ) -> None:
     argv = ["submit", *[a.replace("{script}", str(good_script)) for a in args]]
     if "--name" not in argv:

@@ -3,14 +3,17 @@ log's proof that a token only ever travels in the `authorization` header."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import urllib.error
+import urllib.parse
+import urllib.request
 from pathlib import Path
 
 import pytest
 from hubserver.auth import fingerprint
 from huggingface_hub import CommitOperationAdd, CommitOperationDelete
 from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
-from huggingface_hub.utils import get_session
 
 from .conftest import Hub
 
@@ -121,11 +124,19 @@ def test_request_log_reports_a_token_outside_authorization(
     url = f"{repo.url}/api/models/alice/run-1/paths-info/main"
     repo.admin.clear_requests()
 
-    get_session().post(
+    # A fresh connection per request: a pooled keep-alive connection from an earlier test's
+    # server (the OS may hand the same port to this one) would log requests that are not ours.
+    body = urllib.parse.urlencode(
+        {"paths": [token if where == "body" else "README.md"]}, doseq=True
+    )
+    req = urllib.request.Request(
         url + (f"?token={token}" if where == "query" else ""),
+        data=body.encode(),
         headers={"authorization": f"Bearer {token}"}
         | ({"x-debug": f"tok={token}"} if where == "header" else {}),
-        data={"paths": [token if where == "body" else "README.md"]},
+        method="POST",
     )
+    with contextlib.suppress(urllib.error.HTTPError):
+        urllib.request.urlopen(req, timeout=10).read()
 
     assert [r["token_leaks"] for r in repo.admin.requests()] == [expected]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import signal
@@ -52,7 +53,9 @@ class Fleet:
             if state in TERMINAL:
                 return state
             time.sleep(0.2)
-        raise AssertionError(f"job {job_id} still {self.ledger.get(job_id).state} after {timeout_s}s")
+        raise AssertionError(
+            f"job {job_id} still {self.ledger.get(job_id).state} after {timeout_s}s"
+        )
 
     def kill_worker(self) -> None:
         """SIGKILL the worker's main process and its pool at once (a crash, not a shutdown)."""
@@ -73,9 +76,10 @@ def start_worker(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
             "-c", "1", "-n", f"test-{secrets.token_hex(3)}@%h", "-l", "INFO", "-E"]  # fmt: skip
     # Its own process group, so a test can SIGKILL the whole worker (main + pool) at once; the
     # exec client and the watchdog run in sessions of their own and must survive that.
-    proc = subprocess.Popen(
-        argv, env=env, stdout=open(log, "ab"), stderr=subprocess.STDOUT, start_new_session=True  # noqa: SIM115
-    )
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(
+            argv, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if b"ready." in log.read_bytes():
@@ -97,7 +101,13 @@ def stop_worker(proc: subprocess.Popen[bytes]) -> None:
 
 
 @pytest.fixture
-def fleet(redis_url: str, tmp_path: Path) -> Iterator[Fleet]:
+def fleet_env_extra() -> dict[str, str]:
+    """Extra worker environment; a test module overrides this fixture to change it."""
+    return {}
+
+
+@pytest.fixture
+def fleet(redis_url: str, tmp_path: Path, fleet_env_extra: dict[str, str]) -> Iterator[Fleet]:
     prefix = f"colabq-it-{secrets.token_hex(4)}"
     (tmp_path / "home").mkdir()
     env = {
@@ -108,10 +118,13 @@ def fleet(redis_url: str, tmp_path: Path) -> Iterator[Fleet]:
         "COLABQ_COLAB_BIN": str(EMULATOR),
         "COLABQ_POLL_INTERVAL_S": "0.2",
         "COLABQ_WATCHDOG_POLL_S": "0.5",
+        "COLABQ_LEASE_TTL_S": "3",
+        "COLABQ_HEARTBEAT_INTERVAL_S": "1",
         # The VM's python3 is the venv's, as a Colab image has huggingface_hub.
         "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
         "COLAB_EMU_HOME": str(tmp_path / "emulator"),
         "HOME": str(tmp_path / "home"),
+        **fleet_env_extra,
     }
     # Messages left in the shared test queue by an earlier run must not reach this worker.
     import redis as _redis
@@ -139,7 +152,5 @@ def kill_processes_mentioning(text: str) -> None:
         except OSError:
             continue
         if text in cmdline:
-            try:
+            with contextlib.suppress(OSError):
                 os.kill(int(entry.name), signal.SIGKILL)
-            except OSError:
-                pass

@@ -49,6 +49,15 @@ class ListSink:
     def stopped(self, reason: str, verified: bool) -> None:
         self.stops.append((reason, verified))
 
+    def gone(self, at: float) -> None:
+        self.events.append(f"gone at {at}")
+
+    def recovered(self, where: str) -> None:
+        self.events.append(f"recovered to {where}")
+
+    def heartbeat(self, at: float) -> None:
+        pass
+
     def cancel_requested(self) -> bool:
         return self.cancel
 
@@ -64,14 +73,17 @@ class Rig:
     clients: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
     def emu(self, *args: str) -> str:
-        res = subprocess.run([str(EMU), *args], env=self.env, capture_output=True, text=True, timeout=30)
+        res = subprocess.run(
+            [str(EMU), *args], env=self.env, capture_output=True, text=True, timeout=30
+        )
         assert res.returncode == 0, res.stderr
         return res.stdout
 
     def watchdog(self, wall_in_s: float = 12 * 3600) -> Watchdog:
         spec = WatchSpec(
             job_id="job1", session=self.name, colab_bin=str(COLAB),
-            config_path=str(self.driver.config_path), wall_deadline_at=self.clock.time() + wall_in_s,
+            config_path=str(self.driver.config_path),
+            wall_deadline_at=self.clock.time() + wall_in_s,
             idle_timeout_s=IDLE_S, poll_s=POLL_S, remote_job_dir="/content/colab-jobs/job1",
         )  # fmt: skip
         self.files.write_watch(spec)
@@ -118,7 +130,7 @@ def rig(tmp_path: Path) -> Iterator[Rig]:
 
 
 def step_until(wd: Watchdog, clock: FakeClock, *, until_s: float) -> list[tuple[float, Act]]:
-    """Poll like the real loop (every POLL_S of fake time) until `until_s` has passed or it stops."""
+    """Poll like the real loop (every POLL_S of fake time) until `until_s` passed or it stops."""
     acts = []
     start = clock.time()
     while clock.time() - start <= until_s:
@@ -154,11 +166,15 @@ def test_uploads_slower_than_idle_timeout_are_not_stopped(rig: Rig) -> None:
     endpoint = rig.allocate()
     rig.files.record_endpoint(endpoint)
     rig.files.write_runner(Phase.UPLOADING)
-    subprocess.run([str(EMU), "faults", "set", "upload", json.dumps({"delay_s": 3})], env=rig.env, check=True)
+    subprocess.run(
+        [str(EMU), "faults", "set", "upload", json.dumps({"delay_s": 3})], env=rig.env, check=True
+    )
     big = rig.files.root / "payload.bin"
     big.write_bytes(os.urandom(1024))
     wd = rig.watchdog()
-    upload = threading.Thread(target=rig.driver.upload, args=(rig.name, big, "/content/payload.bin"))
+    upload = threading.Thread(
+        target=rig.driver.upload, args=(rig.name, big, "/content/payload.bin")
+    )
     upload.start()
     acts = []
     while upload.is_alive():

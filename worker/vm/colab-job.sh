@@ -6,7 +6,8 @@
 #
 # Usage: bash colab-job.sh --job ID --nonce N --ttl S --sync-interval S --dest-kind K
 #          --dest-repo R --dest-type T --prefix P [--sync PATH]... [--token-file F]
-#          [--job-token-file F] [--hf-endpoint URL] -- CMD [ARGS]...
+#          [--job-token-file F] [--hf-endpoint URL] [--upload-attempts N]
+#          [--upload-backoff-s S] [--resume hf://URI] -- CMD [ARGS]...
 # The token: the uploader's copy is read into this shell (never exported) and deleted at once;
 # only the uploader process gets it, as HF_TOKEN in its own environment. The job's copy is moved
 # out of the synced work folder and given to the job as a file path (HF_TOKEN_PATH), never as a
@@ -17,7 +18,8 @@ set -u
 unset UV_SYSTEM_PYTHON PYTHONPATH MPLBACKEND
 
 JOB="" NONCE="" TTL="" SYNC_INTERVAL=900 DEST_KIND="" DEST_REPO="" DEST_TYPE="model" PREFIX=""
-SYNC_PATHS=() TOKEN_FILE="" JOB_TOKEN_FILE="" HF_ENDPOINT_ARG=""
+SYNC_PATHS=() TOKEN_FILE="" JOB_TOKEN_FILE="" HF_ENDPOINT_ARG="" RESUME_URI=""
+UPLOAD_ATTEMPTS=6 UPLOAD_BACKOFF_S=4
 while [ $# -gt 0 ]; do
   case "$1" in
     --job) JOB="$2"; shift 2 ;;
@@ -32,6 +34,9 @@ while [ $# -gt 0 ]; do
     --token-file) TOKEN_FILE="$2"; shift 2 ;;
     --job-token-file) JOB_TOKEN_FILE="$2"; shift 2 ;;
     --hf-endpoint) HF_ENDPOINT_ARG="$2"; shift 2 ;;
+    --upload-attempts) UPLOAD_ATTEMPTS="$2"; shift 2 ;;
+    --upload-backoff-s) UPLOAD_BACKOFF_S="$2"; shift 2 ;;
+    --resume) RESUME_URI="$2"; shift 2 ;;
     --) shift; break ;;
     *) echo "colab-job.sh: unknown argument $1" >&2; exit 64 ;;
   esac
@@ -62,12 +67,13 @@ if [ -n "$HF_ENDPOINT_ARG" ]; then
   export HF_ENDPOINT="$HF_ENDPOINT_ARG"
 fi
 
+HUB_OPTS=(--attempts "$UPLOAD_ATTEMPTS" --backoff-base-s "$UPLOAD_BACKOFF_S")
+[ -n "$HF_ENDPOINT_ARG" ] && HUB_OPTS+=(--endpoint "$HF_ENDPOINT_ARG")
+
 upload() {
-  # One upload of one path; the token reaches this process's environment and no other.
-  local extra=()
-  [ -n "$HF_ENDPOINT_ARG" ] && extra+=(--endpoint "$HF_ENDPOINT_ARG")
+  # One upload of one path (one commit, retried); only this process gets the token.
   HF_TOKEN="$UPLOAD_TOKEN" python3 "$ROOT/colabq_sync.py" --kind "$DEST_KIND" --repo "$DEST_REPO" \
-    --repo-type "$DEST_TYPE" "${extra[@]+"${extra[@]}"}" --src "$1" --dst "$2"
+    --repo-type "$DEST_TYPE" "${HUB_OPTS[@]}" --src "$1" --dst "$2"
 }
 
 sync_all() {
@@ -87,6 +93,21 @@ if ! sync_all; then
   exit 2
 fi
 sentinel FIRST_UPLOAD ok
+
+if [ -n "$RESUME_URI" ]; then
+  # An explicit checkpoint, never a framework's "last": missing or empty means the job does not run.
+  if RESUME_PATH="$(HF_TOKEN="$UPLOAD_TOKEN" python3 "$ROOT/colabq_sync.py" download \
+      --uri "$RESUME_URI" --dest "$WORK/resume" "${HUB_OPTS[@]}")"; then
+    export COLABQ_RESUME_FROM="$RESUME_PATH"
+    echo "colabq: resuming from $RESUME_URI at $RESUME_PATH" | tee -a "$LOGS/job.log"
+    sentinel RESUME ok
+  else
+    echo "colabq: resume checkpoint $RESUME_URI missing or empty; the job does not run" | tee -a "$LOGS/job.log"
+    sentinel RESUME failed
+    sync_all || true
+    exit 3
+  fi
+fi
 
 # The periodic sync stops only between uploads: the loop checks the stop flag before each pass.
 STOP_FLAG="$WORK/.sync-stop"

@@ -1,0 +1,353 @@
+"""The `colabq preflight` command, and the pre-flight gate in front of `colabq submit`.
+
+Owns turning command-line options into `PreflightOptions` (KEY=VALUE pairs, the wall cap, the
+quiet windows of `COLABQ_QUIET_WINDOWS`, the intended config when none is named), the remote
+checker the CLI uses, the copyable submit command, and `gate`, which refuses a submission while a
+check fails that was not waived by name. The checks themselves are `producer.preflight`'s.
+
+Start-up matters here: nothing on this module's import path may import Celery, Redis or
+huggingface_hub (the `hf://` checker, `preflight_hub.py`, builds the Hub store only when the
+first `hf://` URI is checked). The checks library is imported inside the functions that use it,
+so registering this command costs every other `colabq` command nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shlex
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.text import Text
+
+from worker.errors import UserInputError
+from worker.utils import parse_duration_s
+
+if TYPE_CHECKING:
+    from producer.preflight.remote import RemoteStatus
+    from producer.preflight.report import Finding, Report
+
+    HfChecker = Callable[[str], RemoteStatus]
+
+QUIET_WINDOWS_ENV = "COLABQ_QUIET_WINDOWS"
+# Stands in for the config when none is named or found, so the paths check says it is missing.
+NO_CONFIG = Path("(no config: pass --config)")
+JOB_SCRIPT_PLACEHOLDER = "JOB_SCRIPT.sh"
+
+
+class PreflightFailed(UserInputError):
+    """A check failed and was not waived: nothing was enqueued."""
+
+    def __init__(self, failed: Sequence[str]) -> None:
+        waive = " ".join(f"--waive {name}" for name in failed)
+        super().__init__(
+            f"Pre-flight failed ({', '.join(failed)}): nothing was enqueued. Fix the failing "
+            f"checks, or waive them by name ({waive}); a waiver is recorded on the job."
+        )
+        self.failed = tuple(failed)
+
+
+@dataclass(frozen=True)
+class PreflightInputs:
+    """The pre-flight options as typed; relative paths are relative to `repo`."""
+
+    run_name: str
+    repo: Path = Path(".")
+    config: Path | None = None
+    reference: Path | None = None
+    explain: Sequence[str] = ()  # KEY=REASON
+    launch_script: Path | None = None
+    hub_inputs: Sequence[str] = ()  # NAME=URI
+    epochs: float | None = None
+    seconds_per_epoch: float | None = None
+    wall: str = "12h"
+    waive: Sequence[str] = ()
+
+
+@dataclass(frozen=True)
+class Checked:
+    """A report and what it was run on: the config (picked when none was named) and the script."""
+
+    report: Report
+    config: Path | None  # as the user would type it: relative to the repo when inside it
+    launch_script: Path | None
+
+
+def pairs(option: str, items: Sequence[str], shape: str) -> dict[str, str]:
+    """`["a=1", "b=2"]` → `{"a": "1", "b": "2"}`; a malformed or repeated pair is bad input."""
+    found: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise UserInputError(f"{option} {item!r}: expected {shape}.")
+        if key in found:
+            raise UserInputError(f"{option} {key} is given twice.")
+        found[key] = value
+    return found
+
+
+def quiet_windows_from(env: Mapping[str, str]) -> tuple[str, ...]:
+    """Split `COLABQ_QUIET_WINDOWS` on commas, keeping day lists whole ("Sat,Sun 00:00-24:00")."""
+    windows: list[str] = []
+    pending = ""
+    for piece in env.get(QUIET_WINDOWS_ENV, "").split(","):
+        pending = f"{pending},{piece}" if pending else piece
+        if ":" in pending:  # a piece without a time is a weekday that continues a day list
+            windows.append(pending.strip())
+            pending = ""
+    if pending.strip():
+        windows.append(pending.strip())
+    return tuple(w for w in windows if w)
+
+
+def wall_cap_s(text: str) -> float:
+    try:
+        return parse_duration_s(text)
+    except ValueError as exc:
+        raise UserInputError(f"--wall: {exc}.") from None
+
+
+def find_intended_config(repo: Path, now: datetime) -> Path | None:
+    """The newest config under configs/, recipes/, experiments/: what was just edited."""
+    from producer.preflight.discovery import find_config_candidates
+
+    candidates = find_config_candidates(repo, now=now)
+    return candidates[0].path if candidates else None
+
+
+def _relative(path: Path, base: Path) -> Path:
+    absolute = path if path.is_absolute() else base / path
+    try:
+        return Path(os.path.relpath(absolute, base)) if absolute.is_relative_to(base) else path
+    except ValueError:
+        return path
+
+
+def build_hf_checker(env: Mapping[str, str]) -> HfChecker:
+    """The `hf://` checker; the Hub store behind it is built when the first URI is checked."""
+    from producer.preflight_hub import hub_checker
+
+    return hub_checker(env)
+
+
+def run_checks(
+    inputs: PreflightInputs,
+    *,
+    env: Mapping[str, str],
+    now: datetime,
+    hf: HfChecker | None = None,
+) -> Checked:
+    """Run the five checks; bad options raise `UserInputError`, a bad repository never does."""
+    from producer.preflight.remote import build_remote_checker
+    from producer.preflight.report import Report, validate_waivers
+    from producer.preflight.run import PreflightOptions, find_launch_script, run_preflight
+
+    repo = inputs.repo.resolve()
+    if not repo.is_dir():
+        raise UserInputError(f"--repo {inputs.repo}: not a folder (the training repository).")
+    config, picked = inputs.config, False
+    if config is None:
+        found = find_intended_config(repo, now)
+        config, picked = (found, True) if found is not None else (NO_CONFIG, False)
+    opts = PreflightOptions(
+        repo=repo,
+        config=config,
+        run_name=inputs.run_name,
+        reference=inputs.reference,
+        explain=pairs("--explain", inputs.explain, "KEY=REASON"),
+        launch_script=inputs.launch_script,
+        hub_inputs=pairs("--hub-input", inputs.hub_inputs, "NAME=URI"),
+        epochs=inputs.epochs,
+        seconds_per_epoch=inputs.seconds_per_epoch,
+        wall_cap_s=wall_cap_s(inputs.wall),
+        quiet_windows=quiet_windows_from(env),
+        waive=validate_waivers(inputs.waive),
+    )
+    report = run_preflight(opts, now=now, env=env, remote_checker=build_remote_checker(hf=hf))
+    if config is NO_CONFIG or picked:
+        report = Report.build(
+            [_explain_config(f, picked=picked) for f in report.findings], report.waived
+        )
+    shown = None if config is NO_CONFIG else _relative(config, repo)
+    return Checked(report, shown, find_launch_script(repo, inputs.launch_script))
+
+
+def _explain_config(finding: Finding, *, picked: bool) -> Finding:
+    from producer.preflight.discovery import CONFIG_ROOTS
+    from producer.preflight.report import CheckName, Finding, Verdict
+
+    if finding.check is not CheckName.CONFIG_DIFF:
+        return finding
+    if picked:
+        return dataclasses.replace(
+            finding, saw=f"no --config given; checked the newest config: {finding.saw}"
+        )
+    return Finding(
+        CheckName.CONFIG_DIFF,
+        Verdict.FAIL,
+        "no --config given, and no config modified in the last 30 days under "
+        + ", ".join(f"{r}/" for r in CONFIG_ROOTS),
+        "name the run's config with --config PATH (a job with no config file can "
+        "--waive config-diff --waive paths)",
+    )
+
+
+@dataclass(frozen=True)
+class SubmitTarget:
+    """The submit options pre-flight does not check but the copyable command needs."""
+
+    gpu: str = "T4"
+    hub_repo: str | None = None
+    local_store: Path | None = None
+
+
+def submit_command(inputs: PreflightInputs, checked: Checked, target: SubmitTarget) -> str:
+    """The `colabq submit …` line that re-runs these checks and enqueues the job."""
+    cwd, repo = Path.cwd(), inputs.repo.resolve()
+    script = job_script(checked.launch_script)
+    shown_script = str(_relative(script, cwd)) if script is not None else JOB_SCRIPT_PLACEHOLDER
+    argv = ["colabq", "submit", shown_script, "--name", inputs.run_name]
+    if target.gpu.upper() != "T4":
+        argv += ["--gpu", target.gpu.upper()]
+    if inputs.wall != "12h":
+        argv += ["--wall", inputs.wall]
+    if target.hub_repo:
+        argv += ["--repo", target.hub_repo]
+    if target.local_store is not None:
+        argv += ["--local-store", str(target.local_store)]
+    if repo != cwd.resolve():
+        argv += ["--repo-dir", str(inputs.repo)]
+    if checked.config is not None:
+        argv += ["--config", str(checked.config)]
+    if inputs.reference is not None:
+        argv += ["--reference", str(inputs.reference)]
+    if inputs.launch_script is not None and script is None:
+        argv += ["--launch-script", str(inputs.launch_script)]
+    argv += _repeated("--explain", inputs.explain) + _repeated("--hub-input", inputs.hub_inputs)
+    if inputs.epochs is not None:
+        argv += ["--epochs", f"{inputs.epochs:g}"]
+    if inputs.seconds_per_epoch is not None:
+        argv += ["--seconds-per-epoch", f"{inputs.seconds_per_epoch:g}"]
+    argv += _repeated("--waive", sorted(set(inputs.waive)))
+    return shlex.join(argv)
+
+
+def job_script(launch_script: Path | None) -> Path | None:
+    """The launch script, if it can be the job's bash script (a Python file cannot)."""
+    return launch_script if launch_script is not None and launch_script.suffix == ".sh" else None
+
+
+def _repeated(option: str, values: Sequence[str]) -> list[str]:
+    return [part for value in values for part in (option, value)]
+
+
+def report_data(report: Report, command: str | None, config: Path | None) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(report.to_json())
+    data["submit_command"] = command if report.ok else None
+    data["config"] = None if config is None else str(config)
+    return data
+
+
+def gate(
+    inputs: PreflightInputs,
+    *,
+    console: Console,
+    as_json: bool,
+    env: Mapping[str, str] | None = None,
+    now: datetime | None = None,
+    hf: HfChecker | None = None,
+) -> Report:
+    """Run the pre-flight for `colabq submit`; raise `PreflightFailed` unless it is clean.
+
+    `env` defaults to this process's environment, `now` to the clock, `hf` to the wired checker.
+    """
+    from producer.preflight.render import print_report, render_report
+
+    env = dict(os.environ) if env is None else env
+    hf = build_hf_checker(env) if hf is None else hf
+    checked = run_checks(inputs, env=env, now=now or datetime.now(UTC), hf=hf)
+    report = checked.report
+    if as_json:
+        if not report.ok:
+            print(json.dumps(report_data(report, None, checked.config)))
+    elif report.ok:
+        console.print(render_report(report, show_details=False))
+        console.print(Text(f"report digest {report.digest}", style="dim"), soft_wrap=True)
+    else:
+        print_report(console, report)
+    if not report.ok:
+        raise PreflightFailed(report.failed_checks)
+    return report
+
+
+RepoOpt = Annotated[
+    Path,
+    typer.Option("--repo", "--repo-dir", help="The training repository (default: here)."),
+]
+ConfigOpt = Annotated[
+    Path | None, typer.Option(help="The run's config (default: the newest under configs/ …).")
+]
+ReferenceOpt = Annotated[Path | None, typer.Option(help="The reference config to diff against.")]
+ExplainOpt = Annotated[list[str] | None, typer.Option(help="KEY=REASON: why a config key changed.")]
+LaunchOpt = Annotated[Path | None, typer.Option(help="The launch script to scan for trackers.")]
+EpochsOpt = Annotated[float | None, typer.Option(help="Epochs (default: from the config).")]
+EpochSecondsOpt = Annotated[float | None, typer.Option(help="Seconds per epoch, measured.")]
+WaiveOpt = Annotated[list[str] | None, typer.Option(help="A check to waive, by name.")]
+
+
+def preflight(
+    repo: RepoOpt = Path("."),
+    config: ConfigOpt = None,
+    name: Annotated[str, typer.Option("--name", "-n", help="The run name.")] = "",
+    reference: ReferenceOpt = None,
+    explain: ExplainOpt = None,
+    launch_script: LaunchOpt = None,
+    hub_input: Annotated[list[str] | None, typer.Option(help="NAME=URI (hf://, https://).")] = None,
+    epochs: EpochsOpt = None,
+    seconds_per_epoch: EpochSecondsOpt = None,
+    wall: Annotated[str, typer.Option(help="The job's wall-clock cap, e.g. 4h.")] = "12h",
+    waive: WaiveOpt = None,
+    gpu: Annotated[str, typer.Option(help="For the submit command: the GPU type.")] = "T4",
+    hub_repo: Annotated[str | None, typer.Option(help="For the submit command: USER/REPO.")] = None,
+    local_store: Annotated[Path | None, typer.Option(help="For the submit command.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as data.")] = False,
+) -> None:
+    """Run the five pre-flight checks on a training repository (exit 2 if one fails)."""
+    from producer.preflight.render import print_report
+
+    inputs = PreflightInputs(
+        run_name=name,
+        repo=repo,
+        config=config,
+        reference=reference,
+        explain=tuple(explain or ()),
+        launch_script=launch_script,
+        hub_inputs=tuple(hub_input or ()),
+        epochs=epochs,
+        seconds_per_epoch=seconds_per_epoch,
+        wall=wall,
+        waive=tuple(waive or ()),
+    )
+    env = dict(os.environ)
+    checked = run_checks(inputs, env=env, now=datetime.now(UTC), hf=build_hf_checker(env))
+    target = SubmitTarget(gpu=gpu, hub_repo=hub_repo, local_store=local_store)
+    command = submit_command(inputs, checked, target) if checked.report.ok else None
+    if as_json:
+        print(json.dumps(report_data(checked.report, command, checked.config), indent=2))
+    else:
+        console = Console()
+        print_report(console, checked.report, submit_command=command)
+        if command is not None and not (hub_repo or local_store):
+            console.print("Add where results go (--repo USER/REPO or --local-store DIR) to it.")
+        if command is not None and job_script(checked.launch_script) is None:
+            console.print(f"Replace {JOB_SCRIPT_PLACEHOLDER} with the job's bash script.")
+    if not checked.report.ok:
+        raise typer.Exit(2)

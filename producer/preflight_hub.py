@@ -1,0 +1,82 @@
+"""`hf://` inputs for the pre-flight's paths check, through `worker.hub.HubStore`.
+
+Owns `HubInputChecker`: the `hf` route of the pre-flight's remote checker. The Hub store (and
+with it pydantic and huggingface_hub) is built only when the first `hf://` URI is checked, so
+`colabq preflight` on a repository without Hub inputs starts as fast as before. Endpoint from
+`HF_ENDPOINT`; token from `HF_TOKEN` or the file huggingface_hub's login writes (as `colabq
+stage` resolves it). That is the submitting machine's token: the job runs with the worker host's,
+so a pass here is the best check this side can make. Few retries and a time bound: a Hub that
+keeps failing makes the input SKIP (not checked), never PASS, and never stalls the pre-flight.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Protocol
+
+from producer.preflight.remote import RemoteState, RemoteStatus
+from worker.errors import ColabqError, HubAuthError, HubEmptyArtifact, HubNotFound, HubUriError
+
+
+class SizedStore(Protocol):
+    def exists_nonempty(self, uri: str) -> int: ...
+
+
+def build_store(env: Mapping[str, str], home: Path) -> SizedStore:
+    from producer.stage import resolve_token
+    from worker.hub import HubStore, RetryPolicy
+
+    quick = RetryPolicy(attempts=2, base_s=0.5, cap_s=1.0)
+    return HubStore(env.get("HF_ENDPOINT") or None, resolve_token(env, home), retry=quick)
+
+
+class HubInputChecker:
+    """Callable `hf://` URI → `RemoteStatus`; thread-safe (the paths check runs URIs at once).
+
+    Each lookup is bounded by `timeout_s`: huggingface_hub retries a refused connection for
+    about 23 s on its own, which a pre-flight must not wait through. A lookup past the bound is
+    left to finish in a daemon thread and reported as not checked.
+    """
+
+    def __init__(self, build: Callable[[], SizedStore], *, timeout_s: float = 10.0) -> None:
+        self._build = build
+        self._timeout_s = timeout_s
+        self._store: SizedStore | None = None
+        self._lock = threading.Lock()
+
+    def _get(self) -> SizedStore:
+        with self._lock:
+            if self._store is None:
+                self._store = self._build()
+            return self._store
+
+    def __call__(self, uri: str) -> RemoteStatus:
+        answer: list[RemoteStatus] = []
+        lookup = threading.Thread(target=lambda: answer.append(self._check(uri)), daemon=True)
+        lookup.start()
+        lookup.join(self._timeout_s)
+        if not answer:
+            return RemoteStatus(
+                RemoteState.UNCHECKABLE, f"the Hub did not answer within {self._timeout_s:g} s"
+            )
+        return answer[0]
+
+    def _check(self, uri: str) -> RemoteStatus:
+        try:
+            size_bytes = self._get().exists_nonempty(uri)
+        except (HubNotFound, HubEmptyArtifact, HubUriError) as exc:
+            return RemoteStatus(RemoteState.MISSING, str(exc))
+        except HubAuthError as exc:
+            return RemoteStatus(
+                RemoteState.MISSING, f"not readable with this machine's Hub token: {exc}"
+            )
+        except (ColabqError, ImportError, OSError) as exc:
+            return RemoteStatus(RemoteState.UNCHECKABLE, f"the Hub could not be asked: {exc}")
+        return RemoteStatus(RemoteState.EXISTS, f"{size_bytes} bytes on the Hub")
+
+
+def hub_checker(env: Mapping[str, str], home: Path | None = None) -> HubInputChecker:
+    where = home if home is not None else Path(env.get("HOME") or Path.home())
+    return HubInputChecker(lambda: build_store(env, where))

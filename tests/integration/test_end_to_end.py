@@ -1,0 +1,68 @@
+"""One job the whole way: `colabq submit` -> Redis -> a real Celery worker -> the Colab emulator
+-> back, with the log in `colabq logs` and no session left in `colab sessions`."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from producer.cli import app
+from tests.integration.conftest import Fleet
+from worker.states import JobState
+
+pytestmark = pytest.mark.integration
+runner = CliRunner()
+
+
+def submit(fleet: Fleet, script: str, *extra: str) -> str:
+    path = fleet.root / "job.sh"
+    path.write_text(script)
+    result = runner.invoke(
+        app,
+        ["submit", str(path), "--name", "mnist-mlp-bs64-lr1e-3-e2e", "--wall", "10m",
+         "--local-store", str(fleet.root / "store"), "--json",
+         "--waive", "config-diff", "--waive", "paths", "--waive", "monitoring", *extra],
+        env=fleet.env,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    return str(json.loads(result.output)["job_id"])
+
+
+def test_job_succeeds_and_its_session_is_gone(fleet: Fleet) -> None:
+    job_id = submit(
+        fleet,
+        "echo 'epoch 1 loss=0.5'\n"
+        "mkdir -p ckpt && echo weights > ckpt/model.pt\necho 'train done'\n",
+        "--sync", "ckpt", "--expect", "ckpt",
+    )  # fmt: skip
+    assert fleet.wait_terminal(job_id) is JobState.SUCCEEDED, fleet.ledger.get(job_id).reason
+
+    logs = runner.invoke(app, ["logs", job_id], env=fleet.env)
+    assert logs.exit_code == 0
+    assert "epoch 1 loss=0.5" in logs.output and "train done" in logs.output
+
+    status = runner.invoke(app, ["status", job_id, "--json"], env=fleet.env)
+    data = json.loads(status.output)
+    assert data["state"] == "succeeded" and data["exit_code"] == 0
+    assert [h["state"] for h in data["history"]] == [
+        "queued", "allocating", "starting", "running", "persisting", "releasing", "succeeded",
+    ]  # fmt: skip
+    assert data["report"]["remaining_endpoint"] is None
+    assert (fleet.root / "store" / "mnist-mlp-bs64-lr1e-3-e2e" / "ckpt" / "model.pt").is_file()
+
+    sessions = fleet.colab("sessions")
+    assert sessions.returncode == 0
+    assert sessions.stdout.strip() == "[colab] No active sessions found on server."
+
+
+def test_job_exiting_3_fails_with_3_and_is_released(fleet: Fleet) -> None:
+    job_id = submit(fleet, "echo about to fail\nexit 3\n")
+    assert fleet.wait_terminal(job_id) is JobState.FAILED
+    rec = fleet.ledger.get(job_id)
+    assert rec.get("exit_code") == "3"
+    assert "exited 3" in rec.reason
+    report = json.loads(rec.get("report") or "{}")
+    assert report["exit_code"] == 3 and report["remaining_endpoint"] is None
+    assert fleet.colab("sessions").stdout.strip() == "[colab] No active sessions found on server."

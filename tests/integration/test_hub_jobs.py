@@ -1,0 +1,166 @@
+"""Jobs whose results go to the Hub: a real Celery worker, the Colab emulator, and the real
+huggingface_hub client (worker and VM side) against the local Hub-compatible server."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from producer.cli import app
+from tests.hub import conftest as hub_conftest
+from tests.hub.conftest import Hub
+from tests.integration.conftest import Fleet
+from worker.hub import HubStore
+from worker.states import JobState
+
+_client_env = hub_conftest._client_env
+make_hub = hub_conftest.make_hub
+hub = hub_conftest.hub
+
+pytestmark = pytest.mark.integration
+runner = CliRunner()
+NO_SESSIONS = "[colab] No active sessions found on server."
+REPO = "alice/runs"
+WAIVE = ["--waive", "config-diff", "--waive", "paths", "--waive", "monitoring"]
+
+
+@pytest.fixture
+def fleet_env_extra(hub: Hub, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    token = tmp_path_factory.mktemp("secret") / "hf_token"
+    token.write_text(hub.tokens["alice_write"])
+    token.chmod(0o600)
+    return {
+        "COLABQ_HF_ENDPOINT": hub.url,
+        "COLABQ_HF_TOKEN_FILE": str(token),
+        "COLABQ_VM_UPLOAD_ATTEMPTS": "2",
+        "COLABQ_VM_UPLOAD_BACKOFF_S": "0.2",
+        "HF_ENDPOINT": hub.url,
+        "HF_HUB_DISABLE_XET": "1",
+        "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+    }
+
+
+def submit(fleet: Fleet, script: str, *extra: str, name: str = "mnist-mlp-bs64-lr1e-3-hub") -> str:
+    path = fleet.root / "job.sh"
+    path.write_text(script)
+    result = runner.invoke(
+        app,
+        ["submit", str(path), "--name", name, "--wall", "10m", "--idle", "5s",
+         "--repo", REPO, "--json", *WAIVE, *extra],
+        env=fleet.env,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    return str(json.loads(result.output)["job_id"])
+
+
+def tree(hub: Hub) -> dict[str, int]:
+    files = hub.api().list_repo_tree(REPO, recursive=True)
+    return {f.path: f.size for f in files if getattr(f, "size", None) is not None}
+
+
+TRAIN = "echo epoch-1\nmkdir -p ckpt && head -c 2048 /dev/urandom > ckpt/model.bin\necho done\n"
+
+
+def test_logs_checkpoint_and_exit_code_land_on_the_hub_and_are_verified(
+    fleet: Fleet, hub: Hub
+) -> None:
+    job_id = submit(fleet, TRAIN, "--sync", "ckpt", "--expect", "ckpt")
+    assert fleet.wait_terminal(job_id) is JobState.SUCCEEDED, fleet.ledger.get(job_id).reason
+    files = tree(hub)
+    prefix = "mnist-mlp-bs64-lr1e-3-hub"
+    assert files[f"{prefix}/ckpt/model.bin"] == 2048
+    assert files[f"{prefix}/logs/{job_id}/exit_code"] > 0
+    assert f"{prefix}/logs/{job_id}/job.log" in files
+    assert hub.api().repo_info(REPO).private is True
+    report = json.loads(fleet.ledger.get(job_id).get("report") or "{}")
+    assert report["artifacts"] == f"hf://{REPO}/{prefix}"
+    assert fleet.colab("sessions").stdout.strip() == NO_SESSIONS
+
+
+def test_missing_expected_artifact_fails_verification(fleet: Fleet) -> None:
+    job_id = submit(fleet, "echo no checkpoint written\n", "--expect", "ckpt")
+    assert fleet.wait_terminal(job_id) is JobState.FAILED
+    assert "missing: ckpt" in fleet.ledger.get(job_id).reason
+
+
+def test_transient_5xx_on_a_commit_is_retried_and_succeeds(fleet: Fleet, hub: Hub) -> None:
+    hub.admin.fail_next(method="POST", path=r"/commit/", status=503, count=1)
+    job_id = submit(fleet, TRAIN, "--sync", "ckpt", "--expect", "ckpt")
+    assert fleet.wait_terminal(job_id) is JobState.SUCCEEDED, fleet.ledger.get(job_id).reason
+    commits = [r for r in hub.requests("/commit/") if r["method"] == "POST"]
+    assert [r["status"] for r in commits][:2] == [503, 200]
+
+
+def test_hub_down_at_final_upload_recovers_the_retained_vm_and_loses_nothing(
+    fleet: Fleet, hub: Hub
+) -> None:
+    script = "echo started\nsleep 3\n" + TRAIN
+    job_id = submit(fleet, script, "--sync", "ckpt", "--expect", "ckpt")
+    deadline = time.monotonic() + 60
+    while not any("started" in ln.text for ln in fleet.ledger.read_log(job_id)):
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    hub.admin.down(path=r"/commit/")
+    assert fleet.wait_terminal(job_id) is JobState.FAILED
+    hub.admin.clear_faults()
+    rec = fleet.ledger.get(job_id)
+    assert JobState.RETAINED in [h.state for h in fleet.ledger.history(job_id)]
+    report = json.loads(rec.get("report") or "{}")
+    local = Path(report["results_local"].split(":", 1)[1])
+    assert (local / "ckpt" / "model.bin").stat().st_size == 2048
+    assert (local / "logs" / "exit_code").read_text().strip() == "0"
+    assert report["remaining_endpoint"] is None
+    assert fleet.colab("sessions").stdout.strip() == NO_SESSIONS
+
+
+def test_resume_downloads_the_named_checkpoint_and_the_job_sees_its_path(
+    fleet: Fleet, hub: Hub
+) -> None:
+    first = submit(fleet, TRAIN, "--sync", "ckpt", "--expect", "ckpt", name="mnist-mlp-seg1")
+    assert fleet.wait_terminal(first) is JobState.SUCCEEDED
+    script = 'echo "resume path: $COLABQ_RESUME_FROM"\nls "$COLABQ_RESUME_FROM"\n'
+    second = submit(
+        fleet, script, "--resume-from", f"hf://{REPO}/mnist-mlp-seg1/ckpt", name="mnist-mlp-seg2"
+    )
+    assert fleet.wait_terminal(second) is JobState.SUCCEEDED, fleet.ledger.get(second).reason
+    logs = "\n".join(ln.text for ln in fleet.ledger.read_log(second))
+    assert "resume path: /" in logs and "model.bin" in logs
+
+
+@pytest.mark.parametrize("what", ["missing", "empty"])
+def test_resume_refuses_missing_or_empty_checkpoint_before_allocation(
+    fleet: Fleet, hub: Hub, what: str
+) -> None:
+    if what == "empty":
+        empty = fleet.root / "empty"
+        empty.mkdir()
+        (empty / "weights.bin").write_bytes(b"")
+        HubStore(hub.url, hub.tokens["alice_write"]).check_output_repo(
+            __import__("worker.spec", fromlist=["ArtifactDest"]).ArtifactDest(kind="hf", repo=REPO)
+        )
+        hub.api().upload_folder(folder_path=str(empty), repo_id=REPO, path_in_repo="old/ckpt")
+    job_id = submit(fleet, "echo should-not-run\n", "--resume-from", f"hf://{REPO}/old/ckpt")
+    assert fleet.wait_terminal(job_id) is JobState.FAILED
+    rec = fleet.ledger.get(job_id)
+    assert "pre-allocation check failed" in rec.reason
+    assert rec.get("endpoint") is None and rec.get("session") is None  # nothing allocated
+    assert fleet.colab("sessions").stdout.strip() == NO_SESSIONS
+
+
+def test_token_only_in_the_authorization_header_and_never_in_logs(fleet: Fleet, hub: Hub) -> None:
+    job_id = submit(fleet, TRAIN, "--sync", "ckpt")
+    assert fleet.wait_terminal(job_id) is JobState.SUCCEEDED
+    token = hub.tokens["alice_write"]
+    requests = hub.admin.requests()
+    assert requests and all(r["token_leaks"] == [] for r in requests)
+    assert any("authorization" in r.get("headers", {}) for r in requests), requests[0]
+    logs = "\n".join(ln.text for ln in fleet.ledger.read_log(job_id))
+    assert token not in logs
+    for log in Path(fleet.root).rglob("*.log"):
+        assert token not in log.read_text(errors="replace"), log
+    assert token not in os.environ.get("COLABQ_HF_TOKEN_FILE", "")

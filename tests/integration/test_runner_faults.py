@@ -1,0 +1,149 @@
+"""The session runner under failure, through a real Celery worker and the Colab emulator."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from producer.cli import app
+from tests.integration.conftest import Fleet
+from worker.states import JobState
+
+pytestmark = pytest.mark.integration
+runner = CliRunner()
+NO_SESSIONS = "[colab] No active sessions found on server."
+RUN = "mnist-mlp-bs64-lr1e-3-faults"
+
+
+def submit(fleet: Fleet, script: str, *extra: str, store: Path | None = None) -> str:
+    path = fleet.root / "job.sh"
+    path.write_text(script)
+    result = runner.invoke(
+        app,
+        ["submit", str(path), "--name", RUN, "--wall", "10m", "--idle", "5s",
+         "--local-store", str(store or fleet.root / "store"), "--json",
+         "--waive", "config-diff", "--waive", "paths", "--waive", "monitoring", *extra],
+        env=fleet.env,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    return str(json.loads(result.output)["job_id"])
+
+
+def report(fleet: Fleet, job_id: str) -> dict:
+    return json.loads(fleet.ledger.get(job_id).get("report") or "{}")
+
+
+def wait_for_log(fleet: Fleet, job_id: str, text: str, timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if any(text in ln.text for ln in fleet.ledger.read_log(job_id)):
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"{text!r} never appeared in the log of {job_id}")
+
+
+def test_cancel_from_a_second_process_ends_cancelled_with_session_gone(fleet: Fleet) -> None:
+    job_id = submit(fleet, "echo started-long-job\nsleep 300\n")
+    wait_for_log(fleet, job_id, "started-long-job")
+    # A second process: the colabq command itself, as another machine would run it.
+    res = subprocess.run(
+        [sys.executable, "-m", "producer.cli", "cancel", job_id, "--reason", "wrong lr"],
+        env=fleet.env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    assert fleet.wait_terminal(job_id) is JobState.CANCELLED
+    assert "wrong lr" in fleet.ledger.get(job_id).reason
+    assert report(fleet, job_id)["remaining_endpoint"] is None
+    assert fleet.colab("sessions").stdout.strip() == NO_SESSIONS
+
+
+def test_first_upload_fails_job_never_runs_and_session_is_released(fleet: Fleet) -> None:
+    # The store's path is a file: the wrapper's first upload cannot succeed.
+    blocker = fleet.root / "not-a-folder"
+    blocker.write_text("x")
+    marker = fleet.root / "job-ran"
+    job_id = submit(fleet, f"touch {marker}\n", store=blocker)
+    assert fleet.wait_terminal(job_id) is JobState.FAILED
+    assert "first upload failed" in fleet.ledger.get(job_id).reason
+    assert not marker.exists()
+    assert fleet.colab("sessions").stdout.strip() == NO_SESSIONS
+
+
+def final_upload_breaker(store: Path) -> str:
+    # The job itself makes the store unwritable after the first upload, as a Hub outage would.
+    target = store / RUN
+    return (
+        "mkdir -p ckpt && echo weights > ckpt/model.pt\n"
+        f"rm -rf {target} && echo blocked > {target}\n"
+        "echo job-finished\n"
+    )
+
+
+def test_final_upload_fails_vm_kept_results_downloaded_then_released(fleet: Fleet) -> None:
+    store = fleet.root / "store"
+    job_id = submit(fleet, final_upload_breaker(store), "--sync", "ckpt", store=store)
+    assert fleet.wait_terminal(job_id) is JobState.FAILED
+    rec = fleet.ledger.get(job_id)
+    states = [h.state for h in fleet.ledger.history(job_id)]
+    assert JobState.RETAINED in states
+    assert "final upload failed" in rec.reason
+    rep = report(fleet, job_id)
+    local = rep["results_local"].split(":", 1)[1]
+    assert (Path(local) / "ckpt" / "model.pt").read_text() == "weights\n"
+    assert (Path(local) / "logs" / "exit_code").read_text().strip() == "0"
+    assert rep["remaining_endpoint"] is None and "results are on" in rep["next_action"]
+    assert fleet.colab("sessions").stdout.strip() == NO_SESSIONS
+
+
+def test_worker_sigkilled_mid_run_watchdog_recovers_and_ends_the_session(fleet: Fleet) -> None:
+    store = fleet.root / "store"
+    script = "echo running\nsleep 4\n" + final_upload_breaker(store)
+    job_id = submit(fleet, script, "--sync", "ckpt", store=store)
+    wait_for_log(fleet, job_id, "running")
+    fleet.kill_worker()
+    killed_at = time.monotonic()
+    # Bounds: the job's 4 s, then the idle timeout (5 s) and a poll; generous for a slow CI.
+    deadline = killed_at + 60
+    while time.monotonic() < deadline:
+        # The watchdog records its verified stop just after the session disappears.
+        if fleet.ledger.read_watch(job_id).get("gone_verified_at"):
+            break
+        time.sleep(0.5)
+    assert fleet.colab("sessions").stdout.strip() == NO_SESSIONS
+    watch = fleet.ledger.read_watch(job_id)
+    assert watch.get("stop_verified") == "true", watch
+    results = Path(fleet.env["COLABQ_STATE_DIR"]) / "jobs" / job_id / "results"
+    assert (results / "ckpt" / "model.pt").read_text() == "weights\n"
+    # The dead worker's lease expires; the janitor settles the job from what was recorded.
+    assert fleet.ledger.get(job_id).state is JobState.RUNNING
+    time.sleep(4)
+    res = runner.invoke(app, ["janitor", "--act"], env=fleet.env)
+    assert res.exit_code == 0, res.output
+    rec = fleet.ledger.get(job_id)
+    assert rec.state is JobState.FAILED, res.output
+    assert "recovered the results" in rec.reason
+
+
+def test_cli_killed_after_assignment_session_still_found_and_stopped(fleet: Fleet) -> None:
+    fleet.emu("faults", "set", "new", json.dumps({"kill_after": "state", "times": 1}))
+    job_id = submit(fleet, "echo never\n")
+    assert fleet.wait_terminal(job_id) is JobState.FAILED
+    rec = fleet.ledger.get(job_id)
+    assert rec.get("endpoint"), "the endpoint written by the CLI before it died was recorded"
+    assert "allocation failed" in rec.reason
+    assert fleet.colab("sessions").stdout.strip() == NO_SESSIONS
+
+
+def test_cli_killed_before_writing_state_assignment_is_never_touched(fleet: Fleet) -> None:
+    fleet.emu("faults", "set", "new", json.dumps({"kill_after": "assign", "times": 1}))
+    job_id = submit(fleet, "echo never\n")
+    assert fleet.wait_terminal(job_id) is JobState.FAILED
+    assert fleet.ledger.get(job_id).get("endpoint") is None
+    listed = fleet.colab("sessions").stdout.strip().splitlines()
+    assert len(listed) == 1 and listed[0].startswith("[?] ")  # reported, not stopped
