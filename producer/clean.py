@@ -6,8 +6,8 @@ Owns the four steps of the spec's "Restart and kill" section and the command tha
    `check_local_run_dir` and `guard_run_folder` (named after the run, not a symlink, not
    holding the repository);
 2. the remote artifact prefix of each of the run's jobs in the ledger: only with
-   `--delete-remote`, and only through an `ArtifactDeleter` (a local store's folder; Hub
-   prefixes once `worker/hub.py` can delete them; until then they are skipped as unavailable);
+   `--delete-remote`, and only through an `ArtifactDeleter` (a local store's folder, or a Hub
+   prefix deleted in one commit: the repo's history keeps it, nothing is rewritten);
 3. the tracker's run (`clean_trackers.py`);
 4. the run's Colab sessions and queued retries: cancel is requested for every job of the run
    that is not terminal, and one still QUEUED with no owner ends CANCELLED at once.
@@ -43,6 +43,7 @@ from worker.errors import ColabqError, UserInputError
 from worker.states import TERMINAL, JobState
 
 if TYPE_CHECKING:
+    from worker.hub import HubStore
     from worker.ledger import JobRecord, Ledger
     from worker.spec import ArtifactDest
 
@@ -82,9 +83,33 @@ class LocalStoreDeleter:
         remove_tree(folder, folder)
 
 
+@dataclass(frozen=True)
+class HubDeleter:
+    """A Hub prefix, deleted in one commit (the repo's history keeps it; nothing rewritten)."""
+
+    run_name: str
+
+    def _store(self) -> HubStore:
+        from producer.stage import build_hub_store
+
+        return build_hub_store(os.environ, Path.home())
+
+    def describe(self, dest: ArtifactDest) -> str:
+        kind = "datasets/" if dest.repo_type == "dataset" else ""
+        return f"hf://{kind}{dest.repo}/{dest.prefix}"
+
+    def exists(self, dest: ArtifactDest) -> bool:
+        return bool(self._store().prefix_files(dest))
+
+    def delete(self, dest: ArtifactDest) -> None:
+        if self.run_name not in Path(dest.prefix).parts:
+            raise UnsafeCleanupPath(self.describe(dest), "the prefix is not named after the run")
+        self._store().delete_prefix(dest)
+
+
 def build_deleters(run_name: str) -> dict[str, ArtifactDeleter]:
-    """The deleter per destination kind. `hf` joins when `worker/hub.py` can delete a prefix."""
-    return {"local": LocalStoreDeleter(run_name)}
+    """The deleter per destination kind."""
+    return {"local": LocalStoreDeleter(run_name), "hf": HubDeleter(run_name)}
 
 
 @dataclass(frozen=True)

@@ -77,10 +77,10 @@ def build_app(settings: Settings):  # type: ignore[no-untyped-def]
     return _build(settings)
 
 
-def queue_for(gpu: object) -> str:
+def queue_for(gpu: object, prefix: str) -> str:
     from worker.spec import queue_for as _queue_for
 
-    return _queue_for(str(gpu))
+    return _queue_for(str(gpu), prefix)
 
 
 def _connect(settings: Settings) -> Ledger:
@@ -195,7 +195,10 @@ def submit(
         wall=wall,
         waive=waivers,
     )
-    report = gate(preflight, console=out, as_json=as_json)
+    from producer.eta_history import epochs_of, ledger_measurer
+
+    checked = gate(preflight, console=out, as_json=as_json, measure_epoch_s=ledger_measurer())
+    report = checked.report
     import os
 
     from producer.submit import check_output_repo
@@ -205,8 +208,14 @@ def submit(
         out.print(f"output repo: {repo_seen}", markup=False)
     # The digest changes with the clock (the ETA's end time), so it must not enter the
     # idempotency key: it joins the spec after `build_spec` computed the key.
-    spec = spec.model_copy(update={"preflight_digest": report.digest})
-    res = enqueue(spec, ledger, build_app(settings))
+    spec = spec.model_copy(
+        update={
+            "preflight_digest": report.digest,
+            "config": checked.config.as_posix() if checked.config else None,
+            "epochs": epochs_of(repo_dir.resolve(), checked.config, epochs),
+        }
+    )
+    res = enqueue(spec, ledger, build_app(settings), settings.queue_prefix)
     if as_json:
         print(
             json.dumps(
@@ -221,7 +230,8 @@ def submit(
         )
         return
     if res.created:
-        out.print(f"Enqueued job [bold]{res.job_id}[/] on {queue_for(spec.gpu)} ({spec.run_name}).")
+        queue = queue_for(spec.gpu, settings.queue_prefix)
+        out.print(f"Enqueued job [bold]{res.job_id}[/] on {queue} ({spec.run_name}).")
         out.print(f"Follow it with: colabq logs -f {res.job_id}")
     else:
         out.print(
@@ -323,7 +333,8 @@ def worker(
     settings = load_settings()
     _connect(settings)
     gpus = [g.upper() for g in (gpu or settings.worker_gpus)]
-    argv = ["worker", "-Q", ",".join(queue_for(g) for g in gpus), "-c", str(concurrency)]
+    queues = ",".join(queue_for(g, settings.queue_prefix) for g in gpus)
+    argv = ["worker", "-Q", queues, "-c", str(concurrency)]
     argv += ["-l", loglevel, "-E"] + (["-n", name] if name else [])
     build_app(settings).worker_main(argv)
 

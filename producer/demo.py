@@ -83,6 +83,8 @@ def run_demo(console: Console, *, keep: bool = False) -> int:
     broker = ensure_broker(redis_url)
     console.print(f"[bold]broker:[/] {broker.description}")
     key_prefix = f"colabq-demo-{secrets.token_hex(4)}"
+    # Its own queue too: a demo worker never takes a real deployment's jobs, nor they its.
+    queue = f"{key_prefix}.gpu.t4"
     hub, hub_url, token = start_hub(root)
     token_file = root / "secrets" / "hf_token"
     token_file.parent.mkdir(mode=0o700)
@@ -93,6 +95,7 @@ def run_demo(console: Console, *, keep: bool = False) -> int:
         **os.environ,
         "COLABQ_REDIS_URL": broker.url,
         "COLABQ_KEY_PREFIX": key_prefix,
+        "COLABQ_QUEUE_PREFIX": f"{key_prefix}.",
         "COLABQ_STATE_DIR": str(root / "state"),
         "COLABQ_COLAB_BIN": str(EMULATOR),
         "COLABQ_POLL_INTERVAL_S": "0.5",
@@ -109,17 +112,19 @@ def run_demo(console: Console, *, keep: bool = False) -> int:
     (root / "home").mkdir()
     worker_log = open(root / "worker.log", "wb")  # noqa: SIM115 - closed in finally
     worker = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "worker.celery_app", "worker", "-Q", "gpu.t4",
+        [sys.executable, "-m", "celery", "-A", "worker.celery_app", "worker", "-Q", queue,
          "-c", "1", "-n", f"{key_prefix}@%h", "-l", "INFO", "-E"],
         env=env, stdout=worker_log, stderr=subprocess.STDOUT, cwd=root,
     )  # fmt: skip
     console.print(
-        f"[bold]worker:[/] Celery worker pid {worker.pid} on queue gpu.t4 "
+        f"[bold]worker:[/] Celery worker pid {worker.pid} on queue {queue} "
         f"(log {root / 'worker.log'})"
     )
     console.print(f"[bold]colab:[/] offline emulator {EMULATOR}")
     try:
-        settings = load_settings(redis_url=broker.url, key_prefix=key_prefix)
+        settings = load_settings(
+            redis_url=broker.url, key_prefix=key_prefix, queue_prefix=f"{key_prefix}."
+        )
         ledger = build_ledger(settings)
         script = root / "demo-job.sh"
         script.write_text(DEMO_SCRIPT)
@@ -138,7 +143,7 @@ def run_demo(console: Console, *, keep: bool = False) -> int:
         )
         seen = check_output_repo(spec, {"HF_ENDPOINT": hub_url, "HF_TOKEN": token}, root / "home")
         console.print(f"[bold]output repo:[/] {seen}")
-        res = enqueue(spec, ledger, build_app(settings))
+        res = enqueue(spec, ledger, build_app(settings), settings.queue_prefix)
         console.print(f"[bold]submitted:[/] job {res.job_id} ({spec.run_name})\n")
         state = follow_logs(
             ledger,

@@ -144,6 +144,7 @@ def run_checks(
     env: Mapping[str, str],
     now: datetime,
     hf: HfChecker | None = None,
+    measure_epoch_s: Callable[[str], float | None] | None = None,
 ) -> Checked:
     """Run the five checks; bad options raise `UserInputError`, a bad repository never does."""
     from producer.preflight.remote import build_remote_checker
@@ -171,7 +172,13 @@ def run_checks(
         quiet_windows=quiet_windows_from(env),
         waive=validate_waivers(inputs.waive),
     )
-    report = run_preflight(opts, now=now, env=env, remote_checker=build_remote_checker(hf=hf))
+    report = run_preflight(
+        opts,
+        now=now,
+        env=env,
+        remote_checker=build_remote_checker(hf=hf),
+        measure_epoch_s=measure_epoch_s,
+    )
     if config is NO_CONFIG or picked:
         report = Report.build(
             [_explain_config(f, picked=picked) for f in report.findings], report.waived
@@ -264,16 +271,20 @@ def gate(
     env: Mapping[str, str] | None = None,
     now: datetime | None = None,
     hf: HfChecker | None = None,
-) -> Report:
+    measure_epoch_s: Callable[[str], float | None] | None = None,
+) -> Checked:
     """Run the pre-flight for `colabq submit`; raise `PreflightFailed` unless it is clean.
 
-    `env` defaults to this process's environment, `now` to the clock, `hf` to the wired checker.
+    `env` defaults to this process's environment, `now` to the clock, `hf` to the wired checker,
+    `measure_epoch_s` to none (the ETA is then measured only from what the user gives).
     """
     from producer.preflight.render import print_report, render_report
 
     env = dict(os.environ) if env is None else env
     hf = build_hf_checker(env) if hf is None else hf
-    checked = run_checks(inputs, env=env, now=now or datetime.now(UTC), hf=hf)
+    checked = run_checks(
+        inputs, env=env, now=now or datetime.now(UTC), hf=hf, measure_epoch_s=measure_epoch_s
+    )
     report = checked.report
     if as_json:
         if not report.ok:
@@ -285,7 +296,7 @@ def gate(
         print_report(console, report)
     if not report.ok:
         raise PreflightFailed(report.failed_checks)
-    return report
+    return checked
 
 
 RepoOpt = Annotated[
@@ -336,8 +347,16 @@ def preflight(
         wall=wall,
         waive=tuple(waive or ()),
     )
+    from producer.eta_history import ledger_measurer
+
     env = dict(os.environ)
-    checked = run_checks(inputs, env=env, now=datetime.now(UTC), hf=build_hf_checker(env))
+    checked = run_checks(
+        inputs,
+        env=env,
+        now=datetime.now(UTC),
+        hf=build_hf_checker(env),
+        measure_epoch_s=ledger_measurer(),
+    )
     target = SubmitTarget(gpu=gpu, hub_repo=hub_repo, local_store=local_store)
     command = submit_command(inputs, checked, target) if checked.report.ok else None
     if as_json:

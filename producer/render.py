@@ -95,6 +95,7 @@ def final_report(report: dict[str, Any]) -> Table:
         "commit",
         "exit_code",
         "artifacts",
+        "verification",
         "runtime",
         "remaining_endpoint",
         "next_action",

@@ -29,6 +29,7 @@ from worker.spec import (
     JobSpec,
     default_ttl_s,
     encode_spec,
+    queue_for,
     spec_error,
 )
 from worker.states import JobState
@@ -72,9 +73,15 @@ def read_script(path: Path) -> str:
             "and declare it with --hub-input instead of embedding it."
         )
     try:
-        return path.read_text()
+        text = path.read_text()
     except UnicodeDecodeError:
         raise UserInputError(f"Job script '{path}' is not UTF-8 text.") from None
+    from worker.checks import bash_syntax_error
+
+    if problem := bash_syntax_error(path):
+        first = problem.splitlines()[0]
+        raise UserInputError(f"Job script '{path}' fails `bash -n`: {first}")
+    return text
 
 
 def _duration(option: str, text: str) -> float:
@@ -185,13 +192,14 @@ class Enqueued:
     state: JobState
 
 
-def enqueue(spec: JobSpec, ledger: Ledger, app: Celery) -> Enqueued:
+def enqueue(spec: JobSpec, ledger: Ledger, app: Celery, queue_prefix: str = "") -> Enqueued:
     """Record the job, then send its message; a known idempotency key sends nothing."""
     job_id, created = ledger.create(spec)
     if not created:
         return Enqueued(job_id, False, ledger.get(job_id).state)
     try:
-        app.send_task(RUN_JOB, args=[encode_spec(spec)], queue=spec.queue, task_id=spec.job_id)
+        queue = queue_for(spec.gpu, queue_prefix)
+        app.send_task(RUN_JOB, args=[encode_spec(spec)], queue=queue, task_id=spec.job_id)
     except Exception as exc:
         ledger.transition(job_id, JobState.FAILED, owner="", reason=f"could not enqueue: {exc}")
         raise ColabqError(f"Job {job_id} was recorded but could not be enqueued: {exc}") from exc

@@ -198,6 +198,27 @@ class HubStore:
             lambda: upload_path(api, ref.repo_id, ref.repo_type, local, ref.path, replace=replace),
         )
 
+    def prefix_files(self, dest: ArtifactDest) -> dict[str, int]:
+        """Every file under the destination's prefix (path -> bytes); empty if none."""
+        return self._files_under(dest_ref(dest))
+
+    def delete_prefix(self, dest: ArtifactDest) -> str:
+        """Delete the destination's prefix folder in one commit (history keeps it; nothing is
+        rewritten). Only ever called by an explicit, confirmed `colabq clean --delete-remote`."""
+        ref = dest_ref(dest)
+        if not ref.path.strip("/"):
+            raise StoreError(f"Refusing to delete {ref.uri}: the destination has no prefix.")
+        api = self._api()
+        info = self._call(
+            "delete",
+            ref,
+            lambda: api.delete_folder(
+                ref.path, repo_id=ref.repo_id, repo_type=ref.repo_type,
+                commit_message=f"colabq clean: delete {ref.path}",
+            ),
+        )  # fmt: skip
+        return str(getattr(info, "oid", "") or "")
+
     # --- internals ----------------------------------------------------------------------------
 
     def _api(self) -> HfApi:

@@ -113,6 +113,8 @@ class RunnerDeps:
     check_input: InputChecker
     spawn: Spawner = spawn_detached
     worker_name: str = "worker"
+    # Told of every state change after it is recorded (the Celery task sends it to Flower).
+    on_state: Callable[[S, str], None] = lambda state, reason: None
 
 
 @dataclass(frozen=True)
@@ -146,6 +148,7 @@ class Runner:
         self.exit_code: int | None = None
         self.released: ReleaseOutcome | None = None
         self.results_local: str | None = None
+        self.verification: str | None = None
         self.notes: list[str] = []
         self.nonce = secrets.token_hex(8)
         self.deadline_at = 0.0
@@ -154,6 +157,10 @@ class Runner:
 
     def _to(self, state: S, reason: str, **fields: str) -> None:
         self.d.ledger.transition(self.job_id, state, owner=self.owner, reason=reason, fields=fields)
+        try:
+            self.d.on_state(state, reason)
+        except Exception as exc:  # monitoring must never fail a job
+            self.log(f"could not publish the state change: {exc}")
 
     def _phase(self, phase: Phase, client: ProcRef | None = None) -> None:
         self.files.write_runner(phase, client=client)
@@ -431,6 +438,7 @@ class Runner:
             "reason": reason,
             "exit_code": self.exit_code,
             "artifacts": self.d.store.location(spec),
+            "verification": self.verification,
             "results_local": self.results_local,
             "session": self.name,
             "endpoint": self.endpoint,

@@ -27,6 +27,9 @@ class Settings(BaseSettings):
     redis_url: str = "redis://127.0.0.1:6379/0"
     # Every Redis key colabq writes starts with this, so one Redis can host several deployments.
     key_prefix: str = "colabq"
+    # Queues are `<queue_prefix>gpu.<type>`: a prefix keeps deployments (or a demo, or a test)
+    # sharing one Redis database from taking each other's jobs.
+    queue_prefix: str = ""
     colab_bin: str = "colab"
     colab_version: str = "0.7.4"
     # Worker-local state: the CLI's per-slot sessions.json, job work dirs, recovered results.

@@ -88,6 +88,10 @@ class JobSpec(BaseModel):
     # An explicit checkpoint to resume from (declared like a hub input, checked before
     # allocation, downloaded by the wrapper, its local path given to the job).
     resume_from: str | None = None
+    # The run's config (its path in the training repository) and epochs: earlier runs of a
+    # reference config give the pre-flight its measured seconds per epoch.
+    config: str | None = Field(default=None, max_length=500)
+    epochs: float | None = Field(default=None, gt=0)
     waivers: tuple[str, ...] = ()
     preflight_digest: str | None = None
     submitted_at: datetime
@@ -133,13 +137,10 @@ class JobSpec(BaseModel):
             raise ValueError("idle_timeout_s must not exceed wall_cap_s")
         return self
 
-    @property
-    def queue(self) -> str:
-        return queue_for(self.gpu)
 
-
-def queue_for(gpu: Gpu | str) -> str:
-    return f"gpu.{str(gpu).lower()}"
+def queue_for(gpu: Gpu | str, prefix: str = "") -> str:
+    """The Celery queue of a GPU type: `gpu.<type>`, behind a deployment's optional prefix."""
+    return f"{prefix}gpu.{str(gpu).lower()}"
 
 
 def encode_spec(spec: JobSpec) -> str:

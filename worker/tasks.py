@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import secrets
 import socket
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,15 +22,22 @@ from worker.ledger import Ledger
 from worker.runner import RunnerDeps, run_job
 from worker.settings import Settings, load_settings
 from worker.spec import decode_spec
-from worker.states import TERMINAL
+from worker.states import TERMINAL, JobState
 from worker.store import build_store
 from worker.watchdog import start_watchdog
 
 log = logging.getLogger(__name__)
 
 
+StateListener = Callable[[JobState, str], None]
+
+
 def execute_job(
-    payload: str, settings: Settings, ledger: Ledger, worker_name: str
+    payload: str,
+    settings: Settings,
+    ledger: Ledger,
+    worker_name: str,
+    on_state: StateListener | None = None,
 ) -> dict[str, Any]:
     try:
         spec = decode_spec(payload)
@@ -61,6 +69,7 @@ def execute_job(
         files=files,
         start_watchdog=lambda f, env: start_watchdog(f, env, clock=clock),
         worker_name=worker_name,
+        on_state=on_state or (lambda state, reason: None),
     )
     try:
         with Heartbeat(
@@ -89,7 +98,13 @@ def read_token(path: Path | None) -> str | None:
 def run_job_task(self: Any, payload: str) -> dict[str, Any]:
     settings = load_settings()
     hostname = getattr(self.request, "hostname", None) or socket.gethostname()
-    return execute_job(payload, settings, build_ledger(settings), hostname)
+
+    def to_flower(state: JobState, reason: str) -> None:
+        # Flower ignores update_state, but a custom task event `task-<name>` becomes the task's
+        # state there (celery.events.state: unknown event types are upper-cased into states).
+        self.send_event(f"task-{state.value}", job_state=state.value, reason=reason[:300])
+
+    return execute_job(payload, settings, build_ledger(settings), hostname, to_flower)
 
 
 def janitor_task() -> list[str]:

@@ -7,7 +7,7 @@ otherwise. Discovery, parsing and diffing are in their own modules.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from pathlib import Path
 
@@ -37,8 +37,10 @@ def check_config_diff(
     explain: Mapping[str, str],
     now: datetime,
     max_age_days: float = MAX_AGE_DAYS,
+    on_reference: Callable[[Path], None] | None = None,
 ) -> Finding:
-    """Judge the intended config (or why it could not be read) against its reference."""
+    """Judge the intended config (or why it could not be read) against its reference;
+    `on_reference` is told which file that reference is (the ETA measures its earlier runs)."""
     if isinstance(intended, ConfigParseError):
         return _fail(f"the intended config does not parse: {intended}", "fix the config file")
     if isinstance(intended, OSError):
@@ -60,6 +62,8 @@ def check_config_diff(
             "name a reference run (--reference PATH)",
             skipped,
         )
+    if on_reference is not None:
+        on_reference(choice.reference.path)
     diff = diff_configs(choice.reference, intended, explain)
     return _finding(intended, choice.reference, choice.reason, diff, repo, skipped)
 

@@ -85,15 +85,24 @@ def epochs_from_config(flat: Mapping[str, Any]) -> float | None:
     return None
 
 
+def _relative_to(path: Path, repo: Path) -> str:
+    try:
+        return path.resolve().relative_to(repo).as_posix()
+    except ValueError:
+        return path.resolve().as_posix()
+
+
 def run_preflight(
     opts: PreflightOptions,
     *,
     now: datetime,
     env: Mapping[str, str],
     remote_checker: RemoteChecker,
-    measure_epoch_s: Callable[[], float | None] | None = None,
+    measure_epoch_s: Callable[[str], float | None] | None = None,
 ) -> Report:
-    """Run every check and return the report; never raises for a problem in the repository."""
+    """Run every check and return the report; never raises for a problem in the repository.
+    `measure_epoch_s(reference)` gives the seconds per epoch of earlier colabq runs of the
+    reference config (its path relative to the repository), or None if there were none."""
     repo = opts.repo.resolve()
     config_path = _in_repo(repo, opts.config)
     intended: LoadedConfig | ConfigParseError | OSError
@@ -108,15 +117,22 @@ def run_preflight(
     # The script's own exports are what the job will run with; they win over this shell's.
     job_env = {**env, **(scan.env if scan is not None else {})}
     reference = _in_repo(repo, opts.reference) if opts.reference is not None else None
+    chosen: list[Path] = []
+    config_finding = check_config_diff(
+        intended,
+        repo=repo,
+        reference=reference,
+        explain=opts.explain,
+        now=now,
+        max_age_days=opts.max_config_age_days,
+        on_reference=chosen.append,
+    )
+    measure: Callable[[], float | None] | None = None
+    if measure_epoch_s is not None and chosen:
+        ref_rel = _relative_to(chosen[0], repo)
+        measure = lambda: measure_epoch_s(ref_rel)  # noqa: E731
     findings = [
-        check_config_diff(
-            intended,
-            repo=repo,
-            reference=reference,
-            explain=opts.explain,
-            now=now,
-            max_age_days=opts.max_config_age_days,
-        ),
+        config_finding,
         check_run_name(opts.run_name),
         check_paths(
             loaded,
@@ -134,7 +150,7 @@ def run_preflight(
             zone=opts.zone,
             quiet_windows=parse_quiet_windows(opts.quiet_windows),
             wall_cap_s=opts.wall_cap_s,
-            measure_epoch_s=measure_epoch_s,
+            measure_epoch_s=measure,
         ),
     ]
     return Report.build(findings, opts.waive)

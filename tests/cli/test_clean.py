@@ -207,8 +207,6 @@ def test_stored_artifacts_are_deleted_only_with_delete_remote(
     (store / RUN / "ckpt" / "model.pt").write_text("w")
     (store / "other-run").mkdir()
     _job(ledger, RUN, JobState.FAILED, ArtifactDest(kind="local", repo=str(store), prefix=RUN))
-    hub = ArtifactDest(kind="hf", repo="alice/runs", prefix=RUN)
-    _job(ledger, RUN, JobState.FAILED, hub)
 
     without = clean(repo, env, "--yes")
     assert without.exit_code == 0, without.output
@@ -220,7 +218,16 @@ def test_stored_artifacts_are_deleted_only_with_delete_remote(
     with_flag = clean(repo, env, "--yes", "--delete-remote")
     assert with_flag.exit_code == 0, with_flag.output
     assert not (store / RUN).exists() and (store / "other-run").exists()
-    assert f"hf://models/alice/runs/{RUN}: not available" in with_flag.output
+
+
+def test_hub_artifacts_without_a_token_stop_the_cleanup_with_one_line(
+    repo: Path, env: dict[str, str | None], ledger: Ledger, tmp_path: Path
+) -> None:
+    _job(ledger, RUN, JobState.FAILED, ArtifactDest(kind="hf", repo="alice/runs", prefix=RUN))
+    done = clean(repo, env, "--yes", "--delete-remote")
+    assert done.exit_code == 1
+    assert "Cleanup stopped at step 2" in done.output and "no Hub token" in done.output
+    assert "4. Colab session" not in done.output  # nothing after it was done
 
 
 def test_tensorboard_events_go_and_a_missing_tracker_library_is_skipped_not_faked(

@@ -33,6 +33,7 @@ def _queued_messages(client: redis.Redis) -> int:
 
 CASES = [
     ("missing script", ["missing.sh"], "not found"),
+    ("script fails bash -n", ["{bad_script}"], "bash -n"),
     ("unknown gpu", ["{script}", "--gpu", "V100"], "not a Colab GPU type"),
     ("bad wall", ["{script}", "--wall", "forever"], "--wall"),
     ("negative idle", ["{script}", "--idle", "-5"], "--idle"),
@@ -55,6 +56,9 @@ def test_malformed_job_is_refused_and_nothing_is_enqueued(
     key_prefix: str,
     tmp_path: Path,
 ) -> None:
+    bad = tmp_path / "bad.sh"
+    bad.write_text("if then (\n")
+    args = [a.replace("{bad_script}", str(bad)) for a in args]
     argv = ["submit", *[a.replace("{script}", str(good_script)) for a in args]]
     if "--name" not in argv:
         argv += ["--name", "mnist-mlp-bs64-lr1e-3-baseline"]

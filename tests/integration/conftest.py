@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import redis
 
 from worker.deps import build_ledger
 from worker.ledger import Ledger
@@ -72,7 +73,8 @@ class Fleet:
 
 
 def start_worker(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
-    argv = [sys.executable, "-m", "celery", "-A", "worker.celery_app", "worker", "-Q", "gpu.t4",
+    queue = f"{env['COLABQ_QUEUE_PREFIX']}gpu.t4"
+    argv = [sys.executable, "-m", "celery", "-A", "worker.celery_app", "worker", "-Q", queue,
             "-c", "1", "-n", f"test-{secrets.token_hex(3)}@%h", "-l", "INFO", "-E"]  # fmt: skip
     # Its own process group, so a test can SIGKILL the whole worker (main + pool) at once; the
     # exec client and the watchdog run in sessions of their own and must survive that.
@@ -114,6 +116,8 @@ def fleet(redis_url: str, tmp_path: Path, fleet_env_extra: dict[str, str]) -> It
         **os.environ,
         "COLABQ_REDIS_URL": redis_url,
         "COLABQ_KEY_PREFIX": prefix,
+        # Its own queue: no other worker on this Redis (another suite, a demo) takes its jobs.
+        "COLABQ_QUEUE_PREFIX": f"{prefix}.",
         "COLABQ_STATE_DIR": str(tmp_path / "state"),
         "COLABQ_COLAB_BIN": str(EMULATOR),
         "COLABQ_POLL_INTERVAL_S": "0.2",
@@ -126,10 +130,6 @@ def fleet(redis_url: str, tmp_path: Path, fleet_env_extra: dict[str, str]) -> It
         "HOME": str(tmp_path / "home"),
         **fleet_env_extra,
     }
-    # Messages left in the shared test queue by an earlier run must not reach this worker.
-    import redis as _redis
-
-    _redis.Redis.from_url(redis_url).delete("gpu.t4")
     proc = start_worker(env, tmp_path / "worker.log")
     ledger = build_ledger(load_settings(redis_url=redis_url, key_prefix=prefix))
     fleet = Fleet(env, ledger, tmp_path, proc)
@@ -139,6 +139,10 @@ def fleet(redis_url: str, tmp_path: Path, fleet_env_extra: dict[str, str]) -> It
         stop_worker(proc)
         fleet.emu("kill-all")
         kill_processes_mentioning(str(tmp_path))
+        client = redis.Redis.from_url(redis_url)
+        for pattern in (f"{prefix}*", f"_kombu.binding.{prefix}*"):
+            for key in client.scan_iter(pattern):
+                client.delete(key)
 
 
 def kill_processes_mentioning(text: str) -> None:

@@ -4,13 +4,17 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 from typer.testing import CliRunner
 
 from producer.cli import app
 from tests.integration.conftest import Fleet
+from worker.settings import load_settings
 from worker.states import JobState
+from worker.tasks import execute_job
 
 pytestmark = pytest.mark.integration
 runner = CliRunner()
@@ -66,3 +70,40 @@ def test_job_exiting_3_fails_with_3_and_is_released(fleet: Fleet) -> None:
     report = json.loads(rec.get("report") or "{}")
     assert report["exit_code"] == 3 and report["remaining_endpoint"] is None
     assert fleet.colab("sessions").stdout.strip() == "[colab] No active sessions found on server."
+
+
+def test_logs_follow_streams_lines_while_the_job_runs(fleet: Fleet) -> None:
+    job_id = submit(fleet, "echo tick-1\nsleep 4\necho tick-2\n")
+    follower = subprocess.Popen(
+        [sys.executable, "-m", "producer.cli", "logs", "-f", job_id],
+        env=fleet.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert follower.stdout is not None
+    seen_running = False
+    for line in follower.stdout:
+        if line.strip() == "tick-1":
+            seen_running = fleet.ledger.get(job_id).state is JobState.RUNNING
+            break
+    assert seen_running, "tick-1 should arrive while the job still runs"
+    rest = follower.stdout.read()
+    assert follower.wait(timeout=60) == 0
+    assert "tick-2" in rest
+    assert fleet.ledger.get(job_id).state is JobState.SUCCEEDED
+
+
+def test_a_redelivered_message_never_starts_a_second_session(fleet: Fleet) -> None:
+    job_id = submit(fleet, "echo started\nsleep 4\n")
+    fleet.wait_state(job_id, JobState.RUNNING)
+    payload = fleet.ledger.get(job_id).spec.model_dump_json()
+    settings = load_settings(
+        redis_url=fleet.env["COLABQ_REDIS_URL"], key_prefix=fleet.env["COLABQ_KEY_PREFIX"],
+        state_dir=fleet.root / "other-worker", colab_bin=fleet.env["COLABQ_COLAB_BIN"],
+    )  # fmt: skip
+    dup = execute_job(payload, settings, fleet.ledger, "duplicate-worker")
+    assert dup["state"] == "skipped"
+    listed = fleet.colab("sessions").stdout.strip().splitlines()
+    assert len(listed) == 1
+    assert fleet.wait_terminal(job_id) is JobState.SUCCEEDED
+    again = execute_job(payload, settings, fleet.ledger, "late-worker")
+    assert again["state"] == "succeeded" and again["reason"] == "already terminal"
+    assert [h.state for h in fleet.ledger.history(job_id)].count(JobState.ALLOCATING) == 1

@@ -16,6 +16,7 @@ from tests.hub import conftest as hub_conftest
 from tests.hub.conftest import Hub
 from tests.integration.conftest import Fleet
 from worker.hub import HubStore
+from worker.spec import ArtifactDest
 from worker.states import JobState
 
 _client_env = hub_conftest._client_env
@@ -141,7 +142,7 @@ def test_resume_refuses_missing_or_empty_checkpoint_before_allocation(
         empty.mkdir()
         (empty / "weights.bin").write_bytes(b"")
         HubStore(hub.url, hub.tokens["alice_write"]).check_output_repo(
-            __import__("worker.spec", fromlist=["ArtifactDest"]).ArtifactDest(kind="hf", repo=REPO)
+            ArtifactDest(kind="hf", repo=REPO)
         )
         hub.api().upload_folder(folder_path=str(empty), repo_id=REPO, path_in_repo="old/ckpt")
     job_id = submit(fleet, "echo should-not-run\n", "--resume-from", f"hf://{REPO}/old/ckpt")

@@ -147,3 +147,14 @@ def test_cli_killed_before_writing_state_assignment_is_never_touched(fleet: Flee
     assert fleet.ledger.get(job_id).get("endpoint") is None
     listed = fleet.colab("sessions").stdout.strip().splitlines()
     assert len(listed) == 1 and listed[0].startswith("[?] ")  # reported, not stopped
+
+
+def test_balance_below_budget_fails_before_allocation_and_buys_nothing(fleet: Fleet) -> None:
+    fleet.emu("set-balance", "1.5")
+    job_id = submit(fleet, "echo never\n", "--budget", "5")
+    assert fleet.wait_terminal(job_id) is JobState.FAILED_BUDGET
+    rec = fleet.ledger.get(job_id)
+    assert "1.50 compute units" in rec.reason and "never buys" in rec.reason
+    assert rec.get("session") is None
+    assert fleet.colab("sessions").stdout.strip() == NO_SESSIONS
+    assert "Current balance: 1.50" in fleet.colab("usage").stdout

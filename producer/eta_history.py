@@ -1,0 +1,69 @@
+"""Seconds per epoch measured from earlier colabq runs, for the pre-flight's ETA.
+
+An earlier run counts when it SUCCEEDED, ran the same config file (its path in the training
+repository, recorded on the job at submit) and recorded how many epochs it ran: its time from
+RUNNING to PERSISTING divided by its epochs, the median of the newest few. No run, no Redis:
+None, which the ETA check reports as "not measured" (SKIP), never as a guess.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from worker.ledger import Ledger
+
+SCAN_LIMIT = 500
+KEEP = 5
+
+
+def measure_from_ledger(ledger: Ledger, reference: str) -> float | None:
+    from worker.states import JobState
+
+    samples: list[float] = []
+    for rec in ledger.list_jobs(SCAN_LIMIT):
+        spec = rec.spec
+        if rec.state is not JobState.SUCCEEDED or spec.config != reference or not spec.epochs:
+            continue
+        at = {h.state: h.at for h in reversed(ledger.history(rec.job_id))}
+        start, end = at.get(JobState.RUNNING), at.get(JobState.PERSISTING)
+        if start is not None and end is not None and end > start:
+            samples.append((end - start) / spec.epochs)
+        if len(samples) >= KEEP:
+            break
+    return statistics.median(samples) if samples else None
+
+
+def ledger_measurer() -> Callable[[str], float | None]:
+    """A measurer that reaches Redis only when the ETA needs it (and tolerates its absence)."""
+
+    def measure(reference: str) -> float | None:
+        from worker.deps import connect_ledger
+        from worker.errors import ColabqError
+        from worker.settings import load_settings
+
+        try:
+            ledger = connect_ledger(load_settings())
+        except ColabqError:
+            return None
+        return measure_from_ledger(ledger, reference)
+
+    return measure
+
+
+def epochs_of(repo: Path, config: Path | None, given: float | None) -> float | None:
+    """The epochs the run will do: as given, else the config's epochs key."""
+    if given is not None or config is None:
+        return given
+    from producer.preflight.config_diff import flatten
+    from producer.preflight.configs import load_config
+    from producer.preflight.run import epochs_from_config
+
+    try:
+        loaded = load_config(config if config.is_absolute() else repo / config)
+    except Exception:
+        return None
+    return epochs_from_config(flatten(loaded.data))

@@ -1,0 +1,191 @@
+"""Invariant 1: nothing is allocated before the spec, script, token, destination, resume input,
+CLI version, budget and watchdog checks pass. The runner runs against an in-memory Colab twin
+and fakeredis; each failing check must end the job without a single `colab new`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import fakeredis
+import pytest
+
+from tests.factories import make_spec
+from worker.clock import FakeClock
+from worker.colab import LocalRecord, ServerSession, SessionStatus, StopOutcome, Usage
+from worker.errors import HubNotFound, HubRepoNotPrivate
+from worker.jobfiles import JobFiles
+from worker.keys import Keys
+from worker.ledger import Ledger
+from worker.runner import RunnerDeps, run_job
+from worker.settings import Settings
+from worker.spec import JobSpec
+from worker.states import JobState as S
+from worker.store import LocalStore
+from worker.watchdog import WatchdogNotAlive
+
+
+@dataclass
+class FakeColab:
+    """The part of the `colab` CLI the checks touch; records every call."""
+
+    config_path: Path
+    version_text: str = "0.7.4"
+    balance: float = 100.0
+    calls: list[str] = field(default_factory=list)
+
+    def version(self) -> str:
+        self.calls.append("version")
+        return self.version_text
+
+    def usage(self) -> Usage:
+        self.calls.append("usage")
+        return Usage(self.balance, 0.0, 0)
+
+    def new(self, name: str, gpu: str, high_mem: bool) -> None:
+        self.calls.append("new")
+        raise AssertionError("colab new must not be called in these tests")
+
+    def status(self, name: str) -> SessionStatus | None:
+        self.calls.append("status")
+        return None
+
+    def sessions(self) -> list[ServerSession]:
+        return []
+
+    def upload(self, name: str, local: Path, remote: str) -> None:
+        self.calls.append("upload")
+
+    def download(self, name: str, remote: str, local: Path) -> None:
+        self.calls.append("download")
+
+    def ls(self, name: str, path: str) -> list[str]:
+        return []
+
+    def stop(self, name: str) -> StopOutcome:
+        self.calls.append("stop")
+        return StopOutcome.NOT_FOUND
+
+    def exec_argv(self, name: str, file: Path, timeout_s: float) -> list[str]:
+        return ["true"]
+
+    def exec_env(self) -> dict[str, str]:
+        return {}
+
+    def local_record(self, name: str) -> LocalRecord | None:
+        return None
+
+
+class RefusingStore(LocalStore):
+    def check_destination(self, dest: Any) -> str:
+        raise HubRepoNotPrivate("alice/runs", "model")
+
+
+@dataclass
+class Case:
+    name: str
+    expect: S
+    spec: dict[str, Any] = field(default_factory=dict)
+    colab: dict[str, Any] = field(default_factory=dict)
+    settings: dict[str, Any] = field(default_factory=dict)
+    store: type[LocalStore] = LocalStore
+    check_input: Callable[[str], int] = lambda uri: 1
+    watchdog_fails: bool = False
+    cancel: bool = False
+    token_mode: int | None = None
+    token_text: str = "hf_x"
+
+
+def _missing(uri: str) -> int:
+    raise HubNotFound(uri)
+
+
+CASES = [
+    Case("script fails bash -n", S.FAILED, spec={"script": "if then fi (\n"}),
+    Case("colab is not 0.7.4", S.FAILED, colab={"version_text": "0.7.5"}),
+    Case(
+        "balance below budget",
+        S.FAILED_BUDGET,
+        spec={"budget_units": 50.0},
+        colab={"balance": 10.0},
+    ),
+    Case("token file mode 0644", S.FAILED, token_mode=0o644),
+    Case("token file empty", S.FAILED, token_mode=0o600, token_text=""),
+    Case("token file over 16 KiB", S.FAILED, token_mode=0o600, token_text="x" * 17000),
+    Case("output repo public", S.FAILED, store=RefusingStore),
+    Case(
+        "resume checkpoint missing",
+        S.FAILED,
+        spec={"resume_from": "hf://a/b/ckpt"},
+        check_input=_missing,
+    ),
+    Case("watchdog not confirmed alive", S.FAILED, watchdog_fails=True),
+    Case("cancelled before allocation", S.CANCELLED, cancel=True),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_a_failed_check_allocates_nothing(case: Case, tmp_path: Path) -> None:
+    ledger = Ledger(fakeredis.FakeRedis(), FakeClock(), Keys("t"), log_maxlen=1000)
+    spec: JobSpec = make_spec(**case.spec)
+    ledger.create(spec)
+    assert ledger.claim(spec.job_id, "me", ttl_s=30)
+    if case.cancel:
+        ledger.request_cancel(spec.job_id, "changed my mind")
+    token_file = None
+    if case.token_mode is not None:
+        token_file = tmp_path / "hf_token"
+        token_file.write_text(case.token_text)
+        token_file.chmod(case.token_mode)
+    settings = Settings(state_dir=tmp_path / "state", hf_token_file=token_file, **case.settings)
+    files = JobFiles(tmp_path / "job").ensure()
+    colab = FakeColab(files.cli_config, **case.colab)
+    started: list[str] = []
+
+    def start_watchdog(f: JobFiles, env: Any) -> None:
+        if case.watchdog_fails:
+            raise WatchdogNotAlive("did not confirm")
+        started.append("watchdog")
+
+    deps = RunnerDeps(
+        clock=FakeClock(), ledger=ledger, driver=colab, store=case.store(), settings=settings,
+        files=files, start_watchdog=start_watchdog, check_input=case.check_input,
+    )  # fmt: skip
+    outcome = run_job(spec, "me", deps)
+    assert outcome.state is case.expect, outcome.reason
+    assert "new" not in colab.calls
+    rec = ledger.get(spec.job_id)
+    assert rec.state is case.expect and rec.get("endpoint") is None
+    assert rec.reason  # invariant 7: a reason `colabq status` shows
+
+
+def test_all_checks_pass_then_the_watchdog_starts_before_allocation(tmp_path: Path) -> None:
+    ledger = Ledger(fakeredis.FakeRedis(), FakeClock(), Keys("t"), log_maxlen=1000)
+    spec = make_spec()
+    ledger.create(spec)
+    ledger.claim(spec.job_id, "me", ttl_s=30)
+    files = JobFiles(tmp_path / "job").ensure()
+    colab = FakeColab(files.cli_config)
+    order: list[str] = []
+
+    def start_watchdog(f: JobFiles, env: Any) -> None:
+        order.append("watchdog")
+        assert f.read_watch() is not None  # it knows what to enforce before it starts
+
+    original_new = colab.new
+
+    def new(name: str, gpu: str, high_mem: bool) -> None:
+        order.append("new")
+        original_new(name, gpu, high_mem)
+
+    colab.new = new  # type: ignore[method-assign]
+    deps = RunnerDeps(
+        clock=FakeClock(), ledger=ledger, driver=colab, store=LocalStore(),
+        settings=Settings(state_dir=tmp_path / "s"), files=files, start_watchdog=start_watchdog,
+        check_input=lambda uri: 1,
+    )  # fmt: skip
+    with pytest.raises(AssertionError):
+        run_job(spec, "me", deps)
+    assert order == ["watchdog", "new"]
