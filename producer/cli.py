@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, ParamSpec
 
 import typer
-from rich.console import Console
 
 from worker.errors import (
     BrokerUnavailable,
@@ -27,7 +26,6 @@ from worker.states import TERMINAL, JobState
 
 if TYPE_CHECKING:
     from worker.ledger import Ledger
-    from worker.settings import Settings
 
 # Heavy imports (celery, redis, pydantic, huggingface_hub) happen inside the commands that need
 # them, so that `colabq preflight` and `--help` start fast.
@@ -39,12 +37,8 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
-out = Console()
-err = Console(stderr=True)
 
 JobArg = Annotated[str, typer.Argument(help="Job id (a unique prefix is enough).")]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print data instead of a table.")]
-Multi = Annotated[list[str] | None, typer.Option()]
 
 
 P = ParamSpec("P")
@@ -65,179 +59,15 @@ def command(fn: Callable[P, None]) -> Callable[P, None]:
     return wrapper
 
 
-def load_settings(**overrides: object) -> Settings:
-    from worker.settings import load_settings as _load
-
-    return _load(**overrides)
-
-
-def build_app(settings: Settings):  # type: ignore[no-untyped-def]
-    from worker.celery_app import build_app as _build
-
-    return _build(settings)
-
-
-def queue_for(gpu: object, prefix: str) -> str:
-    from worker.spec import queue_for as _queue_for
-
-    return _queue_for(str(gpu), prefix)
-
-
-def _connect(settings: Settings) -> Ledger:
-    from worker.deps import connect_ledger
-
-    return connect_ledger(settings)
-
-
-@command
-def submit(
-    script: Annotated[Path, typer.Argument(help="The bash script the job runs on the VM.")],
-    name: Annotated[
-        str, typer.Option("--name", "-n", help="Run name, e.g. coco-resnet50-bs256-lr3e-4.")
-    ],
-    gpu: Annotated[str, typer.Option(help="T4, L4, G4, A100 or H100.")] = "T4",
-    high_mem: Annotated[bool, typer.Option("--high-mem")] = False,
-    wall: Annotated[str, typer.Option(help="Wall-clock cap, e.g. 4h (unconditional).")] = "12h",
-    idle: Annotated[str, typer.Option(help="Idle timeout after the job ends.")] = "180s",
-    ttl: Annotated[
-        str | None, typer.Option(help="The job's own TTL (default: fits the cap).")
-    ] = None,
-    sync_interval: Annotated[str, typer.Option(help="Periodic sync interval.")] = "15m",
-    sync: Multi = None,
-    hub_input: Annotated[
-        list[str] | None, typer.Option(help="NAME=URI (hf://, gs://, https://).")
-    ] = None,
-    repo: Annotated[str | None, typer.Option(help="Hub repo for results, USER/REPO.")] = None,
-    repo_type: Annotated[str, typer.Option()] = "model",
-    prefix: Annotated[
-        str | None, typer.Option(help="Path prefix in the repo (default: run name).")
-    ] = None,
-    local_store: Annotated[
-        Path | None, typer.Option(help="Rehearsal: a local folder instead of the Hub.")
-    ] = None,
-    expect: Annotated[
-        list[str] | None, typer.Option(help="An artifact that must exist afterwards.")
-    ] = None,
-    budget: Annotated[float, typer.Option(help="Compute units the balance must cover.")] = 0.0,
-    commit: Annotated[
-        str | None, typer.Option(help="Commit under test (default: git HEAD).")
-    ] = None,
-    idempotency_key: Annotated[str | None, typer.Option()] = None,
-    repo_dir: Annotated[Path, typer.Option(help="Pre-flight: the training repo.")] = Path("."),
-    config: Annotated[Path | None, typer.Option(help="Pre-flight: the run's config.")] = None,
-    reference: Annotated[Path | None, typer.Option(help="Pre-flight: the reference.")] = None,
-    explain: Annotated[list[str] | None, typer.Option(help="Pre-flight: KEY=REASON.")] = None,
-    launch_script: Annotated[Path | None, typer.Option(help="Pre-flight: not SCRIPT.")] = None,
-    epochs: Annotated[float | None, typer.Option(help="Pre-flight: epochs.")] = None,
-    seconds_per_epoch: Annotated[float | None, typer.Option(help="Pre-flight.")] = None,
-    waive: Annotated[list[str] | None, typer.Option(help="Pre-flight: accept a check.")] = None,
-    resume_from: Annotated[
-        str | None,
-        typer.Option(help="A job id or hf:// checkpoint to resume from (a new segment)."),
-    ] = None,
-    as_json: JsonOpt = False,
-) -> None:
-    """Run the pre-flight checks, then validate a job and enqueue it (once per idempotency key).
-
-    Nothing is enqueued while a check fails, unless it is waived by name (--waive config-diff);
-    the waivers and the report's digest are recorded on the job. Paths of the pre-flight options
-    are relative to --repo-dir.
-    """
-    from producer.preflight.report import validate_waivers
-    from producer.preflight_cli import PreflightInputs, gate
-    from producer.submit import SubmitRequest, build_spec, enqueue
-
-    settings = load_settings()
-    waivers = tuple(sorted(validate_waivers(waive or ())))
-    resume = None
-    if resume_from:
-        from producer.submit import resolve_resume
-
-        # A job id resolves to its checkpoint and prefix: segments of one run share a prefix.
-        ledger_for_resume = None if resume_from.startswith("hf://") else _connect(settings)
-        resume = resolve_resume(resume_from, ledger_for_resume)
-        if prefix is None and resume.prefix is not None:
-            prefix = resume.prefix
-    req = SubmitRequest(
-        script=script,
-        run_name=name,
-        gpu=gpu,
-        high_mem=high_mem,
-        wall=wall,
-        idle=idle,
-        ttl=ttl,
-        sync_interval=sync_interval,
-        sync_paths=tuple(sync or ()),
-        hub_inputs=tuple(hub_input or ()),
-        repo=repo,
-        repo_type=repo_type,
-        prefix=prefix,
-        local_store=local_store,
-        expect=tuple(expect or ()),
-        budget=budget,
-        commit=commit,
-        idempotency_key=idempotency_key,
-        waivers=waivers,
-        resume_from=resume.uri if resume else None,
-    )
-    spec = build_spec(req)
-    ledger = _connect(settings)
-    preflight = PreflightInputs(
-        run_name=name,
-        repo=repo_dir,
-        config=config,
-        reference=reference,
-        explain=tuple(explain or ()),
-        launch_script=launch_script or script.resolve(),
-        hub_inputs=tuple(hub_input or ()),
-        epochs=epochs,
-        seconds_per_epoch=seconds_per_epoch,
-        wall=wall,
-        waive=waivers,
-    )
-    from producer.eta_history import epochs_of, ledger_measurer
-
-    checked = gate(preflight, console=out, as_json=as_json, measure_epoch_s=ledger_measurer())
-    report = checked.report
-    import os
-
-    from producer.submit import check_output_repo
-
-    repo_seen = check_output_repo(spec, os.environ, Path.home())
-    if not as_json:
-        out.print(f"output repo: {repo_seen}", markup=False)
-    # The digest changes with the clock (the ETA's end time), so it must not enter the
-    # idempotency key: it joins the spec after `build_spec` computed the key.
-    spec = spec.model_copy(
-        update={
-            "preflight_digest": report.digest,
-            "config": checked.config.as_posix() if checked.config else None,
-            "epochs": epochs_of(repo_dir.resolve(), checked.config, epochs),
-        }
-    )
-    res = enqueue(spec, ledger, build_app(settings), settings.queue_prefix)
-    if as_json:
-        print(
-            json.dumps(
-                {
-                    "job_id": res.job_id,
-                    "created": res.created,
-                    "state": res.state.value,
-                    "waivers": list(spec.waivers),
-                    "preflight_digest": spec.preflight_digest,
-                }
-            )
-        )
-        return
-    if res.created:
-        queue = queue_for(spec.gpu, settings.queue_prefix)
-        out.print(f"Enqueued job [bold]{res.job_id}[/] on {queue} ({spec.run_name}).")
-        out.print(f"Follow it with: colabq logs -f {res.job_id}")
-    else:
-        out.print(
-            f"Already submitted as job [bold]{res.job_id}[/] ({res.state.name}); nothing enqueued. "
-            "To run it again, pass --idempotency-key with a new value."
-        )
+from producer.clictx import (  # noqa: E402
+    JsonOpt,
+    _connect,
+    build_app,
+    err,
+    load_settings,
+    out,
+    queue_for,
+)
 
 
 @command
@@ -378,7 +208,9 @@ def demo(
 # Commands defined in their own modules, registered like the ones above.
 from producer.clean import clean  # noqa: E402
 from producer.preflight_cli import preflight  # noqa: E402
+from producer.submit_cli import submit  # noqa: E402
 
+command(submit)
 command(preflight)
 command(clean)
 
@@ -393,6 +225,12 @@ def stage(
     from producer.stage import stage_command
 
     stage_command(path, to, overwrite)
+
+
+# `colabq --help` lists the commands in the order a user meets them.
+_ORDER = ["preflight", "submit", "status", "logs", "cancel", "stage", "clean", "worker", "beat",
+          "janitor", "demo"]  # fmt: skip
+app.registered_commands.sort(key=lambda c: _ORDER.index(getattr(c.callback, "__name__", "")))
 
 
 def exit_code_for(exc: ColabqError) -> int:

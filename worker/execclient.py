@@ -14,13 +14,17 @@ import argparse
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO
+
+from worker.jobfiles import ProcRef
 
 _SENTINEL = re.compile(r"^__COLABQ_(?P<nonce>[0-9a-f]+)_(?P<what>[A-Z_]+)__=(?P<value>.*)$")
 
@@ -142,6 +146,49 @@ def run(argv: list[str], nonce: str, result_path: Path, emit: LineSink) -> ExecR
         emit(f"[colabq] the VM released itself; colab exec ended with: {last}", "colabq")
     result.dump(result_path)
     return result
+
+
+class ExecProcess:
+    """The handle the runner keeps on the background exec client."""
+
+    def __init__(self, pid: int, popen: subprocess.Popen[bytes] | None = None) -> None:
+        self.pid = pid
+        self.popen = popen
+        self.ref = ProcRef.of(pid)
+
+    def alive(self) -> bool:
+        if self.popen is not None:
+            return self.popen.poll() is None
+        return bool(self.ref and self.ref.alive())
+
+    def wait(self, timeout_s: float) -> bool:
+        """Block up to `timeout_s` for the client to exit (returns at once when it does)."""
+        if self.popen is not None:
+            try:
+                self.popen.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                return False
+            return True
+        return not self.alive()
+
+    def kill(self) -> None:
+        if self.alive():
+            os.kill(self.pid, signal.SIGKILL)
+            if self.popen is not None:
+                self.popen.wait(timeout=10)
+
+
+Spawner = Callable[[list[str], Path, Mapping[str, str]], ExecProcess]
+
+
+def spawn_detached(argv: list[str], log_path: Path, env: Mapping[str, str]) -> ExecProcess:
+    """Start the exec client in its own session so it outlives this worker process."""
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=dict(env),
+            start_new_session=True,
+        )  # fmt: skip
+    return ExecProcess(proc.pid, proc)
 
 
 def main(args: list[str] | None = None) -> int:

@@ -13,14 +13,11 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import signal
-import subprocess
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from worker import checks
+from worker import checks, vmplan
 from worker.clock import Clock
 from worker.colab import ColabDriver
 from worker.errors import (
@@ -30,7 +27,7 @@ from worker.errors import (
     ColabError,
     ColabqError,
 )
-from worker.execclient import ExecResult
+from worker.execclient import ExecResult, Spawner, spawn_detached
 from worker.jobfiles import JobFiles, ProcRef, WatchSpec
 from worker.ledger import Ledger
 from worker.recovery import recover_results
@@ -41,61 +38,7 @@ from worker.states import JobState as S
 from worker.store import ArtifactStore
 from worker.watchpolicy import Phase
 
-VM_DIR = Path(__file__).parent / "vm"
-REMOTE_WRAPPER = "/content/colab-job.sh"
-REMOTE_SYNC = "/content/colabq_sync.py"
-REMOTE_SCRIPT = "/content/colab-user-job.sh"
-# Paths of the token files on the VM (not secrets themselves).
-REMOTE_UPLOAD_TOKEN = "/content/.colabq-upload-token"  # noqa: S105
-REMOTE_JOB_TOKEN = "/content/.colabq-job-token"  # noqa: S105
-
-
-def remote_job_dir(job_id: str) -> str:
-    return f"/content/colab-jobs/{job_id}"
-
-
-class ExecProcess:
-    """The handle the runner keeps on the background exec client."""
-
-    def __init__(self, pid: int, popen: subprocess.Popen[bytes] | None = None) -> None:
-        self.pid = pid
-        self.popen = popen
-        self.ref = ProcRef.of(pid)
-
-    def alive(self) -> bool:
-        if self.popen is not None:
-            return self.popen.poll() is None
-        return bool(self.ref and self.ref.alive())
-
-    def wait(self, timeout_s: float) -> bool:
-        """Block up to `timeout_s` for the client to exit (returns at once when it does)."""
-        if self.popen is not None:
-            try:
-                self.popen.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                return False
-            return True
-        return not self.alive()
-
-    def kill(self) -> None:
-        if self.alive():
-            os.kill(self.pid, signal.SIGKILL)
-            if self.popen is not None:
-                self.popen.wait(timeout=10)
-
-
-Spawner = Callable[[list[str], Path, Mapping[str, str]], ExecProcess]
 WatchdogStarter = Callable[[JobFiles, Mapping[str, str]], object]
-
-
-def spawn_detached(argv: list[str], log_path: Path, env: Mapping[str, str]) -> ExecProcess:
-    """Start the exec client in its own session so it outlives this worker process."""
-    with open(log_path, "ab") as log:
-        proc = subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=dict(env),
-            start_new_session=True,
-        )  # fmt: skip
-    return ExecProcess(proc.pid, proc)
 
 
 InputChecker = Callable[[str], int]  # an hf:// URI -> its bytes; raises if missing or empty
@@ -202,7 +145,7 @@ class Runner:
         # Invariant 1: nothing is allocated before these pass, the watchdog included.
         d, spec = self.d, self.spec
         try:
-            checks.check_job_files(spec, self.files.root, VM_DIR, self._driver_source())
+            checks.check_job_files(spec, self.files.root, vmplan.VM_DIR, self._driver_source())
             if d.settings.hf_token_file is not None:
                 checks.check_token_file(d.settings.hf_token_file)
             elif spec.artifact.kind == "hf":
@@ -232,7 +175,7 @@ class Runner:
                 wall_deadline_at=self.deadline_at,
                 idle_timeout_s=spec.idle_timeout_s,
                 poll_s=d.settings.watchdog_poll_s,
-                remote_job_dir=remote_job_dir(self.job_id),
+                remote_job_dir=vmplan.remote_job_dir(self.job_id),
             )
         )
         try:
@@ -282,39 +225,13 @@ class Runner:
         assert name is not None
         self._to(S.STARTING, f"session {name} at {self.endpoint}")
         self._phase(Phase.UPLOADING)
-        d.driver.upload(name, VM_DIR / "colab-job.sh", REMOTE_WRAPPER)
-        d.driver.upload(name, VM_DIR / "colabq_sync.py", REMOTE_SYNC)
-        d.driver.upload(name, self.files.root / "colab-user-job.sh", REMOTE_SCRIPT)
-        if d.settings.hf_token_file is not None:
-            # Twice: one copy the wrapper's uploader consumes, one for the job's own downloads.
-            d.driver.upload(name, d.settings.hf_token_file, REMOTE_UPLOAD_TOKEN)
-            d.driver.upload(name, d.settings.hf_token_file, REMOTE_JOB_TOKEN)
+        script = self.files.root / "colab-user-job.sh"
+        for local, remote in vmplan.uploads(script, d.settings.hf_token_file):
+            d.driver.upload(name, local, remote)
         self.log("uploaded the wrapper and the job script")
 
     def _driver_source(self) -> str:
-        spec = self.spec
-        wrapper_args = [
-            "--job", spec.job_id, "--nonce", self.nonce, "--ttl", str(int(spec.ttl_s)),
-            "--sync-interval", str(int(spec.sync_interval_s)),
-            "--dest-kind", spec.artifact.kind, "--dest-repo", spec.artifact.repo,
-            "--dest-type", spec.artifact.repo_type, "--prefix", spec.artifact.prefix,
-        ]  # fmt: skip
-        if self.d.settings.hf_token_file is not None:
-            wrapper_args += ["--token-file", "{content}/.colabq-upload-token"]
-            wrapper_args += ["--job-token-file", "{content}/.colabq-job-token"]
-        st = self.d.settings
-        if st.hf_endpoint:
-            wrapper_args += ["--hf-endpoint", st.hf_endpoint]
-        wrapper_args += ["--upload-attempts", str(st.vm_upload_attempts)]
-        wrapper_args += ["--upload-backoff-s", str(st.vm_upload_backoff_s)]
-        if spec.resume_from:
-            wrapper_args += ["--resume", spec.resume_from]
-        for p in spec.sync_paths:
-            wrapper_args += ["--sync", p]
-        argv = ["bash", "colab-job.sh", *wrapper_args, "--", "bash", "{content}/colab-user-job.sh"]
-        argv += list(spec.hub_inputs.values())
-        template = (VM_DIR / "driver.py.tmpl").read_text()
-        return template.replace("__ARGV__", json.dumps(argv)).replace("__NONCE__", self.nonce)
+        return vmplan.driver_source(self.spec, self.d.settings, self.nonce)
 
     def _wait(self) -> None:
         d, spec, name = self.d, self.spec, self.name
@@ -359,7 +276,7 @@ class Runner:
         self._phase(Phase.RECOVERING)
         self._to(S.RETAINED, "final upload failed on the VM; recovering the results")
         rec = recover_results(
-            self.d.driver, self.name, remote_job_dir(self.job_id), self.files.results,
+            self.d.driver, self.name, vmplan.remote_job_dir(self.job_id), self.files.results,
             log=self.log, lock_path=self.files.recover_lock,
         )  # fmt: skip
         self.log(rec.summary())

@@ -30,9 +30,13 @@ sys.path.insert(0, str(ROOT))
 from worker.clock import SystemClock  # noqa: E402
 from worker.colab import ColabCli  # noqa: E402
 from worker.deps import build_ledger  # noqa: E402
-from worker.execclient import ExecResult  # noqa: E402
+from worker.execclient import (  # noqa: E402
+    ExecProcess,
+    ExecResult,
+    spawn_detached,
+)
 from worker.jobfiles import JobFiles  # noqa: E402
-from worker.runner import ExecProcess, RunnerDeps, run_job, spawn_detached  # noqa: E402
+from worker.runner import RunnerDeps, run_job  # noqa: E402
 from worker.settings import load_settings  # noqa: E402
 from worker.spec import ArtifactDest, Gpu, JobSpec, default_ttl_s  # noqa: E402
 from worker.store import LocalStore  # noqa: E402
