@@ -18,7 +18,6 @@ unreachable Redis stops the command before anything is deleted. The sequence run
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -39,7 +38,7 @@ from producer.clean_steps import (
     summarise,
 )
 from producer.cleanup_guard import UnsafeCleanupPath
-from worker.errors import ColabqError, UserInputError
+from worker.errors import UserInputError
 from worker.states import TERMINAL, JobState
 
 if TYPE_CHECKING:
@@ -199,11 +198,7 @@ def _cancel_action(ledger: Ledger, job: JobRecord, reason: str) -> Action:
     queued = job.state is JobState.QUEUED and not job.owner
 
     def do() -> None:
-        ledger.request_cancel(job.job_id, reason)
-        if queued:
-            # A worker may have claimed it meanwhile: then its runner sees the cancel flag.
-            with contextlib.suppress(ColabqError):
-                ledger.transition(job.job_id, JobState.CANCELLED, owner="", reason=reason)
+        ledger.cancel(job.job_id, reason)
 
     def check() -> str | None:
         now = ledger.get(job.job_id)

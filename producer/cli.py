@@ -139,15 +139,10 @@ def cancel(
     if rec.state in TERMINAL:
         out.print(f"Job {job_id} is already {rec.state.name}; nothing to cancel.")
         return
-    ledger.request_cancel(job_id, reason)
-    if rec.state is JobState.QUEUED and not rec.owner:
-        try:
-            ledger.transition(job_id, JobState.CANCELLED, owner="", reason=reason)
-            out.print(f"Job {job_id} cancelled before any worker took it.")
-            return
-        except ColabqError:
-            pass  # a worker claimed it meanwhile: it will see the flag
-    out.print(f"Cancel requested for job {job_id}; its runner stops the session and ends it.")
+    if ledger.cancel(job_id, reason):
+        out.print(f"Job {job_id} cancelled before any worker took it.")
+    else:
+        out.print(f"Cancel requested for job {job_id}; its runner stops the session and ends it.")
 
 
 @command

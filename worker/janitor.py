@@ -40,8 +40,7 @@ class JanitorReport:
 
 
 def find_expired_leases(ledger: Ledger, now: float) -> list[str]:
-    raw = ledger.r.zrangebyscore(ledger.keys.leases(), "-inf", now)
-    return [r.decode() for r in raw]
+    return ledger.expired_leases(now)
 
 
 def _verify_with_store(spec: JobSpec) -> Verification:
@@ -88,15 +87,13 @@ def janitor_pass(
     verify: Verifier = _verify_with_store,
 ) -> JanitorReport:
     token = secrets.token_hex(16)
-    lock = ledger.keys.janitor_lock()
-    if not ledger.r.set(lock, token, nx=True, px=int(lock_ttl_s * 1000)):
+    if not ledger.try_janitor_lock(token, lock_ttl_s):
         return JanitorReport(ran=False, dry_run=dry_run)
     try:
         expired = find_expired_leases(ledger, ledger.clock.time())
         return _settle_all(ledger, expired, dry_run, verify)
     finally:
-        if (cur := ledger.r.get(lock)) is not None and cur.decode() == token:
-            ledger.r.delete(lock)
+        ledger.release_janitor_lock(token)
 
 
 def _settle_all(
@@ -108,7 +105,7 @@ def _settle_all(
         rec = ledger.get(job_id)
         if rec.state in TERMINAL:
             if not dry_run:
-                ledger.r.zrem(ledger.keys.leases(), job_id)
+                ledger.drop_lease(job_id)
             acted.append(f"{job_id}: already {rec.state.name}; lease entry dropped")
             continue
         watch = ledger.read_watch(job_id)
@@ -125,7 +122,7 @@ def _settle_all(
             acted.append(f"{job_id}: would settle {state.name} ({reason})")
             continue
         adopter = secrets.token_hex(16)
-        if not _adopt(ledger, job_id, adopter):
+        if not ledger.adopt(job_id, adopter, ttl_s=60.0):
             left.append(f"{job_id}: its owner renewed the lease meanwhile")
             continue
         if rec.state in HOLDS_SESSION and rec.state is not JobState.RELEASING:
@@ -138,11 +135,3 @@ def _settle_all(
         ledger.release_lock(job_id, adopter)
         acted.append(f"{job_id}: settled {state.name} ({reason})")
     return JanitorReport(True, dry_run, tuple(expired), tuple(acted), tuple(left))
-
-
-def _adopt(ledger: Ledger, job_id: str, new_owner: str) -> bool:
-    """Take an expired job's lock, then its ownership from the dead owner."""
-    if not ledger.r.set(ledger.keys.lock(job_id), new_owner, nx=True, px=60_000):
-        return False
-    ledger.r.hset(ledger.keys.job(job_id), "owner", new_owner)
-    return True

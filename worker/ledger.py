@@ -177,16 +177,42 @@ class Ledger:
         return self._watch(txn, lock)
 
     def release_lock(self, job_id: str, owner: str) -> None:
-        lock = self.keys.lock(job_id)
+        self._delete_if_holder(self.keys.lock(job_id), owner, also=job_id)
+
+    def expired_leases(self, now: float) -> list[str]:
+        """Jobs whose owner stopped renewing its lease before `now`."""
+        return [r.decode() for r in self.r.zrangebyscore(self.keys.leases(), "-inf", now)]
+
+    def drop_lease(self, job_id: str) -> None:
+        self.r.zrem(self.keys.leases(), job_id)
+
+    def adopt(self, job_id: str, new_owner: str, ttl_s: float) -> bool:
+        """Take a job whose owner died: its lock (free, since the lease expired) and its
+        ownership. False if someone holds the lock (the owner came back, or another adopter)."""
+        if not self.r.set(self.keys.lock(job_id), new_owner, nx=True, px=int(ttl_s * 1000)):
+            return False
+        self.r.hset(self.keys.job(job_id), "owner", new_owner)
+        return True
+
+    def try_janitor_lock(self, token: str, ttl_s: float) -> bool:
+        """One janitor pass at a time, whatever runs beat (set-if-absent with expiry)."""
+        return bool(self.r.set(self.keys.janitor_lock(), token, nx=True, px=int(ttl_s * 1000)))
+
+    def release_janitor_lock(self, token: str) -> None:
+        self._delete_if_holder(self.keys.janitor_lock(), token)
+
+    def _delete_if_holder(self, key: str, token: str, *, also: str | None = None) -> None:
+        """Delete a lock only if `token` still holds it (checked and deleted atomically)."""
 
         def txn(pipe: Any) -> None:
-            cur = pipe.get(lock)
+            cur = pipe.get(key)
             pipe.multi()
-            if cur is not None and cur.decode() == owner:
-                pipe.delete(lock)
-                pipe.zrem(self.keys.leases(), job_id)
+            if cur is not None and cur.decode() == token:
+                pipe.delete(key)
+                if also is not None:
+                    pipe.zrem(self.keys.leases(), also)
 
-        self._watch(txn, lock)
+        self._watch(txn, key)
 
     # --- the one state writer ---------------------------------------------------------------
 
@@ -254,6 +280,19 @@ class Ledger:
     def request_cancel(self, job_id: str, reason: str) -> None:
         self.get(job_id)
         self.r.set(self.keys.cancel(job_id), reason or "cancelled")
+
+    def cancel(self, job_id: str, reason: str) -> bool:
+        """Set the cancel flag; a job no worker has claimed yet ends CANCELLED at once. Returns
+        True if it ended now, False if its runner will see the flag and stop the session."""
+        self.request_cancel(job_id, reason)
+        rec = self.get(job_id)
+        if rec.state is not JobState.QUEUED or rec.owner:
+            return False
+        try:
+            self.transition(job_id, JobState.CANCELLED, owner="", reason=reason)
+        except (StaleOwner, IllegalTransition):
+            return False  # a worker claimed it meanwhile: its runner sees the flag
+        return True
 
     def cancel_requested(self, job_id: str) -> str | None:
         raw = self.r.get(self.keys.cancel(job_id))

@@ -15,7 +15,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Protocol
@@ -265,5 +264,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    time.tzset()
     sys.exit(main())

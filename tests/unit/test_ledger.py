@@ -109,3 +109,23 @@ def test_find_by_prefix(ledger: Ledger) -> None:
     assert ledger.find_by_prefix("aaaa1") == a.job_id
     with pytest.raises(JobNotFound):
         ledger.find_by_prefix("aaaa")
+
+
+def test_cancel_ends_an_unclaimed_job_at_once_and_flags_a_claimed_one(ledger: Ledger) -> None:
+    queued, _ = ledger.create(make_spec())
+    assert ledger.cancel(queued, "no longer needed") is True
+    assert ledger.get(queued).state is S.CANCELLED
+    claimed, _ = ledger.create(make_spec())
+    assert ledger.claim(claimed, "w1", ttl_s=30)
+    assert ledger.cancel(claimed, "stop it") is False
+    assert ledger.get(claimed).state is S.QUEUED  # its runner acts on the flag
+    assert ledger.cancel_requested(claimed) == "stop it"
+
+
+def test_janitor_lock_is_released_only_by_its_holder(ledger: Ledger) -> None:
+    assert ledger.try_janitor_lock("a", ttl_s=60)
+    assert not ledger.try_janitor_lock("b", ttl_s=60)
+    ledger.release_janitor_lock("b")
+    assert not ledger.try_janitor_lock("b", ttl_s=60)
+    ledger.release_janitor_lock("a")
+    assert ledger.try_janitor_lock("b", ttl_s=60)
