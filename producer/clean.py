@@ -42,9 +42,9 @@ from worker.errors import UserInputError
 from worker.states import TERMINAL, JobState
 
 if TYPE_CHECKING:
-    from worker.hub import HubStore
-    from worker.ledger import JobRecord, Ledger
+    from worker.records.ledger import JobRecord, Ledger
     from worker.spec import ArtifactDest
+    from worker.store.hub import HubStore
 
 RUN_FOLDERS = ("runs", "outputs")  # <repo>/<folder>/<RUN>: where a run's checkpoints live
 MAX_JOBS_SCANNED = 10_000

@@ -25,7 +25,7 @@ from worker.errors import (
 from worker.states import TERMINAL, JobState
 
 if TYPE_CHECKING:
-    from worker.ledger import Ledger
+    from worker.records.ledger import Ledger
 
 # Heavy imports (celery, redis, pydantic, huggingface_hub) happen inside the commands that need
 # them, so that `colabq preflight` and `--help` start fast.

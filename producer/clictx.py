@@ -12,7 +12,7 @@ import typer
 from rich.console import Console
 
 if TYPE_CHECKING:
-    from worker.ledger import Ledger
+    from worker.records.ledger import Ledger
     from worker.settings import Settings
 
 out = Console()

@@ -28,7 +28,7 @@ from producer.broker import ensure_broker
 from producer.cli import follow_logs
 from producer.submit import SubmitRequest, build_spec, check_output_repo, enqueue
 from worker.celery_app import build_app
-from worker.colab import ColabCli
+from worker.colab.driver import ColabCli
 from worker.deps import build_ledger
 from worker.errors import UserInputError
 from worker.settings import load_settings

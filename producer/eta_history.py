@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from worker.ledger import Ledger
+    from worker.records.ledger import Ledger
 
 SCAN_LIMIT = 500
 KEEP = 5

@@ -1,4 +1,4 @@
-"""`hf://` inputs for the pre-flight's paths check, through `worker.hub.HubStore`.
+"""`hf://` inputs for the pre-flight's paths check, through `worker.store.hub.HubStore`.
 
 Owns `HubInputChecker`: the `hf` route of the pre-flight's remote checker. The Hub store (and
 with it pydantic and huggingface_hub) is built only when the first `hf://` URI is checked, so
@@ -26,7 +26,7 @@ class SizedStore(Protocol):
 
 def build_store(env: Mapping[str, str], home: Path) -> SizedStore:
     from producer.stage import resolve_token
-    from worker.hub import HubStore, RetryPolicy
+    from worker.store.hub import HubStore, RetryPolicy
 
     quick = RetryPolicy(attempts=2, base_s=0.5, cap_s=1.0)
     return HubStore(env.get("HF_ENDPOINT") or None, resolve_token(env, home), retry=quick)

@@ -10,7 +10,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from worker.ledger import HistoryEntry, JobRecord
+from worker.records.ledger import HistoryEntry, JobRecord
 from worker.states import TERMINAL, JobState
 
 _STYLE = {

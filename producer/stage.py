@@ -4,7 +4,7 @@ declares it as an `hf://` input (`--hub-input NAME=URI`) instead of carrying it.
 Owns `stage()` — refuses to overwrite data already there unless asked, and proves the upload by
 reading the byte count back — and `stage_command`, the `colabq stage` command function that
 producer/cli.py registers. The token and endpoint are resolved here, at the command's entry;
-every transfer is `worker.hub.HubStore`'s.
+every transfer is `worker.store.hub.HubStore`'s.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from worker.errors import (
     StoreError,
     UserInputError,
 )
-from worker.hub import HubStore, RepoCheck, parse_hf_uri
 from worker.spec import ArtifactDest
+from worker.store.hub import HubStore, RepoCheck, parse_hf_uri
 from worker.vm.colabq_sync import format_hf_uri
 
 

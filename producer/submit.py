@@ -20,7 +20,7 @@ from pydantic import ValidationError
 
 from worker.celery_app import RUN_JOB
 from worker.errors import ColabqError, SpecError, UserInputError
-from worker.ledger import Ledger
+from worker.records.ledger import Ledger
 from worker.spec import (
     MAX_SCRIPT_BYTES,
     RUN_NAME_PATTERN,
@@ -76,7 +76,7 @@ def read_script(path: Path) -> str:
         text = path.read_text()
     except UnicodeDecodeError:
         raise UserInputError(f"Job script '{path}' is not UTF-8 text.") from None
-    from worker.checks import bash_syntax_error
+    from worker.session.checks import bash_syntax_error
 
     if problem := bash_syntax_error(path):
         first = problem.splitlines()[0]
@@ -243,7 +243,7 @@ def check_output_repo(spec: JobSpec, env: Mapping[str, str], home: Path) -> str:
         return "local destination: not a Hub repo"
     from producer.stage import resolve_token
     from worker.errors import StoreError
-    from worker.hub import HubStore
+    from worker.store.hub import HubStore
 
     token = resolve_token(env, home)
     if token is None:

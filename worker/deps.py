@@ -10,10 +10,10 @@ from pathlib import Path
 import redis
 
 from worker.clock import SystemClock
-from worker.colab import ColabCli
-from worker.jobfiles import JobFiles
-from worker.keys import Keys
-from worker.ledger import Ledger
+from worker.colab.driver import ColabCli
+from worker.records.keys import Keys
+from worker.records.ledger import Ledger
+from worker.session.jobfiles import JobFiles
 from worker.settings import Settings
 
 

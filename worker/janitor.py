@@ -14,10 +14,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from worker.errors import ColabqError
-from worker.ledger import JobRecord, Ledger
+from worker.records.ledger import JobRecord, Ledger
 from worker.spec import JobSpec
 from worker.states import HOLDS_SESSION, TERMINAL, JobState
-from worker.store import Verification, build_store
+from worker.store.artifacts import Verification, build_store
 
 Verifier = Callable[[JobSpec], Verification]
 

@@ -15,16 +15,16 @@ from typing import Any
 from worker.clock import SystemClock
 from worker.deps import build_driver, build_ledger, job_dir
 from worker.errors import JobNotFound, SpecError
-from worker.hub import HubStore
-from worker.jobfiles import JobFiles
-from worker.lease import Heartbeat
-from worker.ledger import Ledger
-from worker.runner import RunnerDeps, run_job
+from worker.records.lease import Heartbeat
+from worker.records.ledger import Ledger
+from worker.session.jobfiles import JobFiles
+from worker.session.runner import RunnerDeps, run_job
+from worker.session.watchdog import start_watchdog
 from worker.settings import Settings, load_settings
 from worker.spec import decode_spec
 from worker.states import TERMINAL, JobState
-from worker.store import build_store
-from worker.watchdog import start_watchdog
+from worker.store.artifacts import build_store
+from worker.store.hub import HubStore
 
 log = logging.getLogger(__name__)
 

@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="colabq-hub-bench-"))
     proc, url = start_server(work / "hub")
     try:
-        # Read by huggingface_hub at import time: set before worker.hub imports it.
+        # Read by huggingface_hub at import time: set before worker.store.hub imports it.
         env = {
             "HF_ENDPOINT": url,
             "HF_HUB_DISABLE_XET": "1",
@@ -107,8 +107,8 @@ def main(argv: list[str] | None = None) -> int:
         }
         os.environ.update(env)
         sys.path.insert(0, str(ROOT))
-        from worker.hub import HubStore
         from worker.spec import ArtifactDest
+        from worker.store.hub import HubStore
 
         store = HubStore(url, TOKEN)
         repos = {

@@ -28,19 +28,19 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from worker.clock import SystemClock  # noqa: E402
-from worker.colab import ColabCli  # noqa: E402
+from worker.colab.driver import ColabCli  # noqa: E402
 from worker.deps import build_ledger  # noqa: E402
-from worker.execclient import (  # noqa: E402
+from worker.session.attach import (  # noqa: E402
     ExecProcess,
     ExecResult,
     spawn_detached,
 )
-from worker.jobfiles import JobFiles  # noqa: E402
-from worker.runner import RunnerDeps, run_job  # noqa: E402
+from worker.session.jobfiles import JobFiles  # noqa: E402
+from worker.session.runner import RunnerDeps, run_job  # noqa: E402
+from worker.session.watchdog import start_watchdog  # noqa: E402
 from worker.settings import load_settings  # noqa: E402
 from worker.spec import ArtifactDest, Gpu, JobSpec, default_ttl_s  # noqa: E402
-from worker.store import LocalStore  # noqa: E402
-from worker.watchdog import start_watchdog  # noqa: E402
+from worker.store.artifacts import LocalStore  # noqa: E402
 
 EMULATOR = ROOT / "ops" / "colab"
 

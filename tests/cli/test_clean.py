@@ -14,8 +14,8 @@ from producer.cli import app
 from tests.cli.training_repo import QUIET_ENV
 from tests.factories import make_spec
 from worker.clock import SystemClock
-from worker.keys import Keys
-from worker.ledger import Ledger
+from worker.records.keys import Keys
+from worker.records.ledger import Ledger
 from worker.spec import ArtifactDest
 from worker.states import JobState
 

@@ -16,8 +16,8 @@ from tests.factories import make_spec
 from tests.hub import conftest as hub_conftest
 from tests.hub.conftest import Hub
 from worker.clock import SystemClock
-from worker.keys import Keys
-from worker.ledger import Ledger
+from worker.records.keys import Keys
+from worker.records.ledger import Ledger
 from worker.spec import ArtifactDest
 from worker.states import JobState
 

@@ -15,8 +15,8 @@ from producer.cli import app
 from tests.cli.training_repo import GOOD_NAME, QUIET_ENV, make_repo
 from tests.factories import make_spec
 from worker.clock import FakeClock
-from worker.keys import Keys
-from worker.ledger import Ledger
+from worker.records.keys import Keys
+from worker.records.ledger import Ledger
 from worker.states import JobState as S
 
 

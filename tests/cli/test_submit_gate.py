@@ -16,8 +16,8 @@ from typer.testing import CliRunner
 from producer.cli import app
 from tests.cli.training_repo import GOOD_NAME, QUIET_ENV, RISKY, make_repo
 from worker.clock import SystemClock
-from worker.keys import Keys
-from worker.ledger import Ledger
+from worker.records.keys import Keys
+from worker.records.ledger import Ledger
 
 runner = CliRunner()
 QUEUE = "gpu.t4"

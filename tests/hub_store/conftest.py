@@ -18,8 +18,8 @@ import pytest
 
 from tests.hub import conftest as hub_conftest
 from tests.hub.conftest import Hub
-from worker.hub import HubStore, RetryPolicy
 from worker.spec import ArtifactDest
+from worker.store.hub import HubStore, RetryPolicy
 
 # The local Hub server's fixtures, shared with tests/hub (the client env one is autouse there too).
 _client_env = hub_conftest._client_env

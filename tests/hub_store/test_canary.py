@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from worker.errors import ColabqError, HubAuthError, HubNotFound, HubUnavailable
-from worker.hub import HubStore
+from worker.store.hub import HubStore
 
 from .conftest import FAST, Hub, SyncRun, hf_dest
 

@@ -23,7 +23,7 @@ from worker.errors import (
     StoreError,
     UserInputError,
 )
-from worker.hub import HubRef, HubStore, RetryPolicy, parse_hf_uri
+from worker.store.hub import HubRef, HubStore, RetryPolicy, parse_hf_uri
 from worker.vm.colabq_sync import backoff_delays_s, call_with_retries, describe, is_transient
 
 from .conftest import hf_dest

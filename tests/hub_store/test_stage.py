@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from producer.stage import stage, stage_command
 from worker.errors import HubDestinationExists, HubRepoNotPrivate, UserInputError
-from worker.hub import HubStore
+from worker.store.hub import HubStore
 
 from .conftest import Hub
 

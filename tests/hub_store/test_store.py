@@ -19,7 +19,7 @@ from worker.errors import (
     HubRequestError,
     HubUnavailable,
 )
-from worker.hub import HubStore
+from worker.store.hub import HubStore
 
 from .conftest import FAST, Hub, hf_dest
 

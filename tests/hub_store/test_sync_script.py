@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from tests.factories import make_spec
-from worker.hub import HubStore
 from worker.spec import JobSpec
+from worker.store.hub import HubStore
 
 from .conftest import Hub, SyncRun, hf_dest
 

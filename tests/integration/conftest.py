@@ -17,7 +17,7 @@ import pytest
 import redis
 
 from worker.deps import build_ledger
-from worker.ledger import Ledger
+from worker.records.ledger import Ledger
 from worker.settings import load_settings
 from worker.states import TERMINAL, JobState
 

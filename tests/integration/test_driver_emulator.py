@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from worker.colab import ColabCli, check_version
-from worker.colab_parse import StopOutcome
+from worker.colab.driver import ColabCli, check_version
+from worker.colab.parse import StopOutcome
 from worker.errors import (
     AllocationRefused,
     ColabNotAuthenticated,

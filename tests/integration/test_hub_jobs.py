@@ -15,9 +15,9 @@ from producer.cli import app
 from tests.hub import conftest as hub_conftest
 from tests.hub.conftest import Hub
 from tests.integration.conftest import Fleet
-from worker.hub import HubStore
 from worker.spec import ArtifactDest
 from worker.states import JobState
+from worker.store.hub import HubStore
 
 _client_env = hub_conftest._client_env
 make_hub = hub_conftest.make_hub

@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 
 from worker.clock import FakeClock
-from worker.colab import ColabCli
-from worker.jobfiles import JobFiles, ProcRef, WatchSpec
-from worker.watchdog import Watchdog
-from worker.watchpolicy import Act, Phase
+from worker.colab.driver import ColabCli
+from worker.session.jobfiles import JobFiles, ProcRef, WatchSpec
+from worker.session.watchdog import Watchdog
+from worker.session.watchpolicy import Act, Phase
 
 pytestmark = pytest.mark.integration
 

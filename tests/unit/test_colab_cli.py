@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from worker.colab import ColabCli, check_version, disable_update_check
-from worker.colab_parse import LocalRecord, StopOutcome
+from worker.colab.driver import ColabCli, check_version, disable_update_check
+from worker.colab.parse import LocalRecord, StopOutcome
 from worker.errors import (
     AllocationRefused,
     ColabNotAuthenticated,

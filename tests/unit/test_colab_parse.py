@@ -1,10 +1,10 @@
-"""The pure parsers of `worker.colab_parse`, over the exact strings of colab-cli-0.7.4.md."""
+"""The pure parsers of `worker.colab.parse`, over the exact strings of colab-cli-0.7.4.md."""
 
 from __future__ import annotations
 
 import pytest
 
-from worker.colab_parse import (
+from worker.colab.parse import (
     LocalRecord,
     ServerSession,
     SessionStatus,

@@ -7,8 +7,8 @@ import fakeredis
 from producer.eta_history import measure_from_ledger
 from tests.factories import make_spec
 from worker.clock import FakeClock
-from worker.keys import Keys
-from worker.ledger import Ledger
+from worker.records.keys import Keys
+from worker.records.ledger import Ledger
 from worker.states import JobState as S
 
 PATH = [S.ALLOCATING, S.STARTING, S.RUNNING, S.PERSISTING, S.RELEASING]

@@ -8,10 +8,10 @@ import pytest
 from tests.factories import make_spec
 from worker.clock import FakeClock
 from worker.janitor import janitor_pass, settle_outcome
-from worker.keys import Keys
-from worker.ledger import JobRecord, Ledger
+from worker.records.keys import Keys
+from worker.records.ledger import JobRecord, Ledger
 from worker.states import JobState as S
-from worker.store import Verification
+from worker.store.artifacts import Verification
 
 OK = Verification(True, 0, ("logs/x/exit_code",), (), "")
 MISSING = Verification(False, 0, (), ("ckpt",), "missing: ckpt")

@@ -8,8 +8,8 @@ import pytest
 from tests.factories import make_spec
 from worker.clock import FakeClock
 from worker.errors import IllegalTransition, JobNotFound, StaleOwner
-from worker.keys import Keys
-from worker.ledger import Ledger
+from worker.records.keys import Keys
+from worker.records.ledger import Ledger
 from worker.states import JobState as S
 
 

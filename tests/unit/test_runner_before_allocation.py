@@ -14,17 +14,17 @@ import pytest
 
 from tests.factories import make_spec
 from worker.clock import FakeClock
-from worker.colab import LocalRecord, ServerSession, SessionStatus, StopOutcome, Usage
+from worker.colab.driver import LocalRecord, ServerSession, SessionStatus, StopOutcome, Usage
 from worker.errors import HubNotFound, HubRepoNotPrivate
-from worker.jobfiles import JobFiles
-from worker.keys import Keys
-from worker.ledger import Ledger
-from worker.runner import RunnerDeps, run_job
+from worker.records.keys import Keys
+from worker.records.ledger import Ledger
+from worker.session.jobfiles import JobFiles
+from worker.session.runner import RunnerDeps, run_job
+from worker.session.watchdog import WatchdogNotAlive
 from worker.settings import Settings
 from worker.spec import JobSpec
 from worker.states import JobState as S
-from worker.store import LocalStore
-from worker.watchdog import WatchdogNotAlive
+from worker.store.artifacts import LocalStore
 
 
 @dataclass

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.factories import make_spec
-from worker import vmplan
+from worker.session import plan as vmplan
 from worker.settings import Settings
 
 TOKEN = "hf_do_not_leak_0123456789"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from worker.watchpolicy import Act, Observation, Phase, Seen, decide
+from worker.session.watchpolicy import Act, Observation, Phase, Seen, decide
 
 IDLE_S = 180.0
 WALL_AT = 10_000.0

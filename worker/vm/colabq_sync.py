@@ -15,7 +15,7 @@ Exit codes: 0 done (download prints the local path on stdout); 1 failed, with on
 2 bad command line; 3 (download) the path is missing or holds no data.
 
 The pure parts (URI grammar, retry policy, what counts as transient) and the transfer primitives
-are also what `worker.hub` builds on, so the worker and the VM share one definition of each.
+are also what `worker.store.hub` builds on, so the worker and the VM share one definition of each.
 """
 
 from __future__ import annotations

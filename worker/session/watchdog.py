@@ -6,7 +6,7 @@ observes (the runner's phase, the exec client's life, the endpoint, `colab statu
 it), asks `watchpolicy.decide`, and acts: a verified stop, after recovering the results of a VM
 that holds their only copy; a report; or exit once the session is verified gone.
 
-    python -m worker.watchdog JOB_DIR
+    python -m worker.session.watchdog JOB_DIR
 """
 
 from __future__ import annotations
@@ -20,12 +20,12 @@ from pathlib import Path
 from typing import Protocol
 
 from worker.clock import Clock, SystemClock
-from worker.colab import ColabDriver
+from worker.colab.driver import ColabDriver
 from worker.errors import ColabError, ColabqError
-from worker.execclient import ExecResult
-from worker.jobfiles import JobFiles, ProcRef, WatchSpec
-from worker.recovery import recover_results
-from worker.watchpolicy import Act, Decision, Observation, Phase, Seen, decide, is_busy
+from worker.session.attach import ExecResult
+from worker.session.jobfiles import JobFiles, ProcRef, WatchSpec
+from worker.session.recovery import recover_results
+from worker.session.watchpolicy import Act, Decision, Observation, Phase, Seen, decide, is_busy
 
 ALLOCATION_POLL_S = 0.2  # while `colab new` runs, catch the endpoint the moment it is written
 CONFIRM_TIMEOUT_S = 15.0
@@ -229,7 +229,7 @@ def start_watchdog(files: JobFiles, env: Mapping[str, str], *, clock: Clock) -> 
         return proc
     with open(files.root / "watchdog.log", "ab") as log:
         p = subprocess.Popen(
-            [sys.executable, "-m", "worker.watchdog", str(files.root)],
+            [sys.executable, "-m", "worker.session.watchdog", str(files.root)],
             stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=dict(env),
             start_new_session=True,
         )  # fmt: skip
@@ -251,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     if spec is None:
         print(f"watchdog: no watch.json in {files.root}", file=sys.stderr)
         return 2
-    from worker.colab import ColabCli
+    from worker.colab.driver import ColabCli
 
     driver = ColabCli(spec.colab_bin, Path(spec.config_path))
     clock = SystemClock()

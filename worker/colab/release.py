@@ -11,7 +11,7 @@ from collections.abc import Callable
 from enum import StrEnum
 
 from worker.clock import Clock
-from worker.colab import ColabDriver
+from worker.colab.driver import ColabDriver
 from worker.errors import ColabError, ColabqError
 
 

@@ -96,6 +96,6 @@ def build_store(
 ) -> ArtifactStore:
     if dest.kind == "local":
         return LocalStore()
-    from worker.hub import HubStore
+    from worker.store.hub import HubStore
 
     return HubStore(endpoint, token)

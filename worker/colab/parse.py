@@ -1,10 +1,11 @@
 """Pure parsers for the text the `colab` CLI 0.7.4 prints, and the typed values they produce.
 
 Owns the exact line formats of `colab-cli-0.7.4.md` and `classify_failure`, which turns a failed
-call into the matching `ColabError`. Running the CLI is `worker.colab`'s job; nothing here does
-I/O. A line that matches no documented format raises `ColabUnrecognisedOutput`: a wrong guess
-about a billable VM costs more than a failed call. Nothing here depends on the endpoint format
-(UNKNOWN in the spec): an endpoint is whatever stands between the name and ` | Hardware: `.
+call into the matching `ColabError`. Running the CLI is `worker.colab.driver`'s job; nothing
+here does I/O. A line that matches no documented format raises `ColabUnrecognisedOutput`: a
+wrong guess about a billable VM costs more than a failed call. Nothing here depends on the
+endpoint format (UNKNOWN in the spec): an endpoint is whatever stands between the name and
+` | Hardware: `.
 """
 
 from __future__ import annotations

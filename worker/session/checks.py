@@ -10,7 +10,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from worker.colab import ColabDriver
+from worker.colab.driver import ColabDriver
 from worker.errors import BudgetExceeded, ColabVersionMismatch, SpecError
 from worker.spec import MAX_SCRIPT_BYTES, JobSpec
 

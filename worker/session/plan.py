@@ -13,7 +13,7 @@ from pathlib import Path
 from worker.settings import Settings
 from worker.spec import JobSpec
 
-VM_DIR = Path(__file__).parent / "vm"
+VM_DIR = Path(__file__).parents[1] / "vm"
 REMOTE_WRAPPER = "/content/colab-job.sh"
 REMOTE_SYNC = "/content/colabq_sync.py"
 REMOTE_SCRIPT = "/content/colab-user-job.sh"

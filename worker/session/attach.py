@@ -5,7 +5,7 @@ not cost the training run). It forwards each output line to the job's log stream
 reads the wrapper's sentinels (`__COLABQ_<nonce>_<WHAT>__=<value>`) and, when `colab exec`
 returns, writes what it saw to a result file that the runner (or a restarted worker) reads.
 
-    python -m worker.execclient --job ID --nonce N --result PATH -- colab --config … exec …
+    python -m worker.session.attach --job ID --nonce N --result PATH -- colab --config … exec …
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO
 
-from worker.jobfiles import ProcRef
+from worker.session.jobfiles import ProcRef
 
 _SENTINEL = re.compile(r"^__COLABQ_(?P<nonce>[0-9a-f]+)_(?P<what>[A-Z_]+)__=(?P<value>.*)$")
 
@@ -192,7 +192,7 @@ def spawn_detached(argv: list[str], log_path: Path, env: Mapping[str, str]) -> E
 
 
 def main(args: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="worker.execclient")
+    p = argparse.ArgumentParser(prog="worker.session.attach")
     p.add_argument("--job", required=True)
     p.add_argument("--nonce", required=True)
     p.add_argument("--result", required=True, type=Path)

@@ -17,9 +17,9 @@ import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from worker import checks, vmplan
 from worker.clock import Clock
-from worker.colab import ColabDriver
+from worker.colab.driver import ColabDriver
+from worker.colab.release import ReleaseOutcome, release_session
 from worker.errors import (
     AcceleratorRejected,
     AllocationRefused,
@@ -27,16 +27,17 @@ from worker.errors import (
     ColabError,
     ColabqError,
 )
-from worker.execclient import ExecResult, Spawner, spawn_detached
-from worker.jobfiles import JobFiles, ProcRef, WatchSpec
-from worker.ledger import Ledger
-from worker.recovery import recover_results
-from worker.release import ReleaseOutcome, release_session
+from worker.records.ledger import Ledger
+from worker.session import checks
+from worker.session import plan as vmplan
+from worker.session.attach import ExecResult, Spawner, spawn_detached
+from worker.session.jobfiles import JobFiles, ProcRef, WatchSpec
+from worker.session.recovery import recover_results
+from worker.session.watchpolicy import Phase
 from worker.settings import Settings
 from worker.spec import JobSpec
 from worker.states import JobState as S
-from worker.store import ArtifactStore
-from worker.watchpolicy import Phase
+from worker.store.artifacts import ArtifactStore
 
 WatchdogStarter = Callable[[JobFiles, Mapping[str, str]], object]
 
@@ -238,7 +239,7 @@ class Runner:
         assert name is not None
         self.files.exec_result.unlink(missing_ok=True)
         argv = [
-            sys.executable, "-m", "worker.execclient", "--job", self.job_id,
+            sys.executable, "-m", "worker.session.attach", "--job", self.job_id,
             "--nonce", self.nonce, "--result", str(self.files.exec_result), "--",
             *d.driver.exec_argv(name, self.files.root / "driver.py", spec.wall_cap_s),
         ]  # fmt: skip

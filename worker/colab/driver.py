@@ -4,7 +4,7 @@ Owns building each call (the global `--config` before the subcommand), running i
 stdin=/dev/null, `TYPER_STANDARD_TRACEBACK=1` and a timeout that kills the whole process group,
 keeping the CLI's update check off in its settings.json, refusing the two `new` calls the CLI
 gets silently wrong (a name already recorded, a GPU type it would turn into A100), and reading the
-CLI's sessions.json without calling it. The text formats are `worker.colab_parse`'s; deciding
+CLI's sessions.json without calling it. The text formats are `worker.colab.parse`'s; deciding
 what to do about a session (retry, stop, reap) is the caller's.
 
 No secret ever goes on a command line: the driver has no way to pass `--env`.
@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Literal, Protocol
 
-from worker.colab_parse import (
+from worker.colab.parse import (
     LocalRecord,
     ServerSession,
     SessionStatus,

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from worker.watchpolicy import Phase
+from worker.session.watchpolicy import Phase
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:

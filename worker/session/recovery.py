@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from worker.colab import ColabDriver
+from worker.colab.driver import ColabDriver
 from worker.errors import ColabError
 
 

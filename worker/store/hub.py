@@ -32,7 +32,7 @@ from worker.errors import (
     StoreError,
 )
 from worker.spec import ArtifactDest, JobSpec
-from worker.store import Verification, artifact_path, logs_path, parse_exit_code
+from worker.store.artifacts import Verification, artifact_path, logs_path, parse_exit_code
 from worker.vm.colabq_sync import (
     HubRef,
     Inspection,

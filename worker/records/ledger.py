@@ -16,7 +16,7 @@ import redis
 
 from worker.clock import Clock
 from worker.errors import IllegalTransition, JobNotFound, StaleOwner
-from worker.keys import Keys
+from worker.records.keys import Keys
 from worker.spec import JobSpec, decode_spec, encode_spec
 from worker.states import JobState, can_transition
 

@@ -9,7 +9,7 @@ import logging
 import threading
 from types import TracebackType
 
-from worker.ledger import Ledger
+from worker.records.ledger import Ledger
 
 log = logging.getLogger(__name__)
 
