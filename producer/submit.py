@@ -61,6 +61,7 @@ class SubmitRequest:
     waivers: Sequence[str] = ()
     preflight_digest: str | None = None
     resume_from: str | None = None  # an hf:// URI (resolve a job id first: `resolve_resume`)
+    max_restarts: int = 0
 
 
 def read_script(path: Path) -> str:
@@ -170,6 +171,7 @@ def build_spec(req: SubmitRequest, *, now: datetime | None = None) -> JobSpec:
         "waivers": tuple(req.waivers),
         "preflight_digest": req.preflight_digest,
         "resume_from": req.resume_from,
+        "max_restarts": req.max_restarts,
     }
     key = req.idempotency_key or default_idempotency_key(fields)
     try:

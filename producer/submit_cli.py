@@ -61,6 +61,16 @@ def submit(
         str | None,
         typer.Option(help="A job id or hf:// checkpoint to resume from (a new segment)."),
     ] = None,
+    max_restarts: Annotated[
+        int,
+        typer.Option(
+            "--max-restarts",
+            min=0,
+            max=20,
+            help="Restart a job whose VM was lost (preempted) as a new segment that resumes "
+            "from its last synced checkpoint (its first --sync path), at most N times.",
+        ),
+    ] = 0,
     as_json: JsonOpt = False,
 ) -> None:
     """Run the pre-flight checks, then validate a job and enqueue it (once per idempotency key).
@@ -105,6 +115,7 @@ def submit(
         idempotency_key=idempotency_key,
         waivers=waivers,
         resume_from=resume.uri if resume else None,
+        max_restarts=max_restarts,
     )
     spec = build_spec(req)
     ledger = _connect(settings)

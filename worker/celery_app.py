@@ -10,10 +10,12 @@ from __future__ import annotations
 from typing import Any
 
 from celery import Celery
+from celery.signals import worker_ready
 
 from worker.settings import Settings, load_settings
 
 RUN_JOB = "colabq.run_job"
+ADOPT = "colabq.adopt"
 JANITOR = "colabq.janitor"
 
 
@@ -43,6 +45,9 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         # Jobs are sent to gpu.<type> explicitly; nothing should land in a default queue unseen.
         "task_default_queue": "colabq.misc",
         "worker_hijack_root_logger": False,
+        # Each worker also consumes its own queue, where it sends itself, when it starts, the
+        # jobs it owned before it died: adoption takes its one slot like any job.
+        "worker_direct": True,
         # The janitor runs from exactly one beat; its pass also takes a Redis lock.
         "beat_schedule": {
             "janitor": {
@@ -58,6 +63,7 @@ def register_tasks(app: Celery) -> None:
     from worker import tasks
 
     app.task(name=RUN_JOB, bind=True)(tasks.run_job_task)
+    app.task(name=ADOPT, bind=True)(tasks.adopt_task)
     app.task(name=JANITOR)(tasks.janitor_task)
 
 
@@ -77,3 +83,15 @@ def _configure(sender: Celery, **_: Any) -> None:
 
 
 register_tasks(app)
+
+
+@worker_ready.connect  # type: ignore[untyped-decorator]
+def _adopt_own_orphans(sender: Any, **_: Any) -> None:
+    """A worker restarted after a crash takes back the jobs it owned (found in its state dir)."""
+    from celery.utils.nodenames import worker_direct
+
+    from worker.tasks import orphans_to_adopt
+
+    queues = list(sender.app.amqp.queues.consume_from or {})
+    for job_id in orphans_to_adopt(load_settings(), queues):
+        sender.app.send_task(ADOPT, args=[job_id], queue=worker_direct(sender.hostname))

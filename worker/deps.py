@@ -5,9 +5,12 @@ No module-level singletons: entry points (the Celery task, the CLI, the exec cli
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import redis
+from redis.backoff import ExponentialBackoff
+from redis.retry import Retry
 
 from worker.clock import SystemClock
 from worker.colab.driver import ColabCli
@@ -17,15 +20,32 @@ from worker.session.jobfiles import JobFiles
 from worker.settings import Settings
 
 
-def build_redis(settings: Settings) -> redis.Redis:
+def redis_retry(budget_s: float) -> Retry:
+    """Retries with backoff (50 ms doubling to 1 s) that last about `budget_s` while Redis is
+    unreachable: a short outage (a restart, a failover) costs time, not the job."""
+    backoff_cap_s = 1.0
+    ramp = 5  # 0.05 + 0.1 + 0.2 + 0.4 + 0.8 s before the cap
+    retries = 0 if budget_s <= 0 else ramp + max(0, math.ceil(budget_s / backoff_cap_s))
+    return Retry(ExponentialBackoff(cap=backoff_cap_s, base=0.05), retries)
+
+
+def build_redis(settings: Settings, *, retry_s: float | None = None) -> redis.Redis:
+    """A client whose every call survives an outage of `retry_s` (default: the settings')."""
+    budget = settings.redis_retry_s if retry_s is None else retry_s
     return redis.Redis.from_url(
-        settings.redis_url, socket_connect_timeout=5, socket_timeout=30, health_check_interval=30
+        settings.redis_url,
+        socket_connect_timeout=5,
+        socket_timeout=30,
+        health_check_interval=30,
+        retry=redis_retry(budget),
     )
 
 
-def build_ledger(settings: Settings, client: redis.Redis | None = None) -> Ledger:
+def build_ledger(
+    settings: Settings, client: redis.Redis | None = None, *, retry_s: float | None = None
+) -> Ledger:
     return Ledger(
-        client or build_redis(settings),
+        client or build_redis(settings, retry_s=retry_s),
         SystemClock(),
         Keys(settings.key_prefix),
         log_maxlen=settings.log_stream_maxlen,
@@ -33,10 +53,11 @@ def build_ledger(settings: Settings, client: redis.Redis | None = None) -> Ledge
 
 
 def connect_ledger(settings: Settings) -> Ledger:
-    """The ledger on a Redis that answers now; otherwise one BrokerUnavailable line."""
+    """The ledger on a Redis that answers now; otherwise one BrokerUnavailable line. For
+    commands people run: a dead Redis is reported within a second or two, not retried."""
     from worker.errors import BrokerUnavailable
 
-    client = build_redis(settings)
+    client = build_redis(settings, retry_s=1.0)
     try:
         client.ping()
     except redis.RedisError as exc:

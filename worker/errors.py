@@ -143,11 +143,13 @@ class DownloadFailed(ColabError):
 
 
 class BudgetExceeded(ColabqError):
-    def __init__(self, balance: float, needed: float) -> None:
-        super().__init__(
-            f"Colab balance {balance:.2f} compute units is below this job's budget {needed:.2f}."
-        )
-        self.balance, self.needed = balance, needed
+    def __init__(self, balance: float, needed: float, floor: float = 0.0) -> None:
+        if balance <= floor:
+            what = f"is at or below the floor of {floor:.2f} (COLABQ_BUDGET_FLOOR_UNITS)"
+        else:
+            what = f"is below this job's budget {needed:.2f}"
+        super().__init__(f"Colab balance {balance:.2f} compute units {what}.")
+        self.balance, self.needed, self.floor = balance, needed, floor
 
     hint = "colabq never buys units: lower --budget or top up the account."
 

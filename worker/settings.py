@@ -54,6 +54,23 @@ class Settings(BaseSettings):
     # GPU types this worker serves (one queue each: gpu.<type>).
     worker_gpus: tuple[str, ...] = ("T4", "L4", "G4", "A100", "H100")
     janitor_interval_s: float = Field(default=60.0, gt=0)
+    # Every Redis call of the runner and the attach client retries this long (with backoff)
+    # through an outage before the owner gives up and hands its session to the watchdog.
+    redis_retry_s: float = Field(default=60.0, ge=0)
+    # Allocation is refused (FAILED_BUDGET, nothing allocated) at or below this balance.
+    budget_floor_units: float = Field(default=0.0, ge=0)
+    # The wrapper on the VM rewrites its heartbeat file this often; a heartbeat older than
+    # `vm_heartbeat_stale_s` means nothing runs there any more.
+    vm_heartbeat_s: float = Field(default=5.0, gt=0)
+    vm_heartbeat_stale_s: float = Field(default=60.0, gt=0)
+    # After its final upload the wrapper waits this long for its owner to stop the VM (so the
+    # owner can forward the last log lines), then releases the VM itself.
+    release_hold_s: float = Field(default=30.0, ge=0)
+    # A dead attach client is replaced at once, then after 1, 2, 4 ... s, at most this long.
+    reattach_backoff_max_s: float = Field(default=30.0, gt=0)
+    # A live attach client that received nothing this long while the VM's console grew has
+    # lost its connection (a dropped websocket): it is replaced.
+    attach_stall_s: float = Field(default=30.0, gt=0)
 
     @field_validator("redis_url")
     @classmethod

@@ -88,6 +88,9 @@ class JobSpec(BaseModel):
     # An explicit checkpoint to resume from (declared like a hub input, checked before
     # allocation, downloaded by the wrapper, its local path given to the job).
     resume_from: str | None = None
+    # How many times a job whose VM was lost (preempted, reclaimed) starts again as a new segment
+    # that resumes from its last synced checkpoint.
+    max_restarts: int = Field(default=0, ge=0, le=20)
     # The run's config (its path in the training repository) and epochs: earlier runs of a
     # reference config give the pre-flight its measured seconds per epoch.
     config: str | None = Field(default=None, max_length=500)

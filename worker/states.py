@@ -17,12 +17,14 @@ class JobState(StrEnum):
     PERSISTING = "persisting"
     RETAINED = "retained"
     RELEASING = "releasing"
+    RESTARTING = "restarting"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     TIMED_OUT = "timed_out"
     FAILED_NO_GPU = "failed_no_gpu"
     FAILED_BUDGET = "failed_budget"
     FAILED_LOST = "failed_lost"
+    VM_LOST = "vm_lost"
     CANCELLED = "cancelled"
 
 
@@ -36,6 +38,7 @@ TERMINAL: frozenset[JobState] = frozenset(
         S.FAILED_NO_GPU,
         S.FAILED_BUDGET,
         S.FAILED_LOST,
+        S.VM_LOST,
         S.CANCELLED,
     }
 )
@@ -64,8 +67,19 @@ ALLOWED: dict[JobState, frozenset[JobState]] = {
     S.PERSISTING: frozenset({S.RELEASING, S.RETAINED, S.FAILED_LOST}),
     S.RETAINED: frozenset({S.RELEASING, S.FAILED_LOST}),
     S.RELEASING: frozenset(
-        {S.SUCCEEDED, S.FAILED, S.TIMED_OUT, S.CANCELLED, S.FAILED_NO_GPU, S.FAILED_LOST}
+        {
+            S.SUCCEEDED,
+            S.FAILED,
+            S.TIMED_OUT,
+            S.CANCELLED,
+            S.FAILED_NO_GPU,
+            S.FAILED_LOST,
+            S.VM_LOST,
+            S.RESTARTING,
+        }
     ),
+    # A new segment of a job whose VM was lost: a new session, resumed from the last checkpoint.
+    S.RESTARTING: frozenset({S.ALLOCATING, S.CANCELLED, S.TIMED_OUT, S.FAILED, S.FAILED_LOST}),
     **{t: frozenset() for t in TERMINAL},
 }
 
@@ -82,11 +96,13 @@ DESCRIPTIONS: dict[JobState, str] = {
     S.PERSISTING: "final upload and verification of artifacts",
     S.RETAINED: "VM kept: it holds the only copy of results, being recovered",
     S.RELEASING: "stopping the session and verifying it is gone",
+    S.RESTARTING: "the VM was lost; a new segment resumes from the last synced checkpoint",
     S.SUCCEEDED: "exit 0, artifacts verified, session released",
     S.FAILED: "the job exited non-zero or a check failed",
     S.TIMED_OUT: "stopped at the wall cap",
     S.FAILED_NO_GPU: "Colab refused the allocation",
     S.FAILED_BUDGET: "compute-unit balance below the job's budget",
     S.FAILED_LOST: "the owner died and the job could not be recovered",
+    S.VM_LOST: "the VM went away under the job (preempted, reclaimed or stopped elsewhere)",
     S.CANCELLED: "cancelled by a user",
 }

@@ -9,22 +9,15 @@ import logging
 import secrets
 import socket
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-from worker.clock import SystemClock
-from worker.deps import build_driver, build_ledger, job_dir
+from worker.deps import build_ledger
 from worker.errors import JobNotFound, SpecError
-from worker.records.lease import Heartbeat
 from worker.records.ledger import Ledger
-from worker.session.jobfiles import JobFiles
-from worker.session.runner import RunnerDeps, run_job
-from worker.session.watchdog import start_watchdog
+from worker.session.owner import adopt_job, find_orphaned, own_job
 from worker.settings import Settings, load_settings
 from worker.spec import decode_spec
 from worker.states import TERMINAL, JobState
-from worker.store.artifacts import build_store
-from worker.store.hub import HubStore
 
 log = logging.getLogger(__name__)
 
@@ -55,56 +48,45 @@ def execute_job(
     if not ledger.claim(spec.job_id, owner, settings.lease_ttl_s):
         # Redelivery or a duplicate message: another runner owns this job (invariant 6).
         return {"state": "skipped", "reason": "job is owned by another runner"}
-    files = JobFiles(job_dir(settings, spec.job_id)).ensure()
-    clock = SystemClock()
-    token = read_token(settings.hf_token_file)
-    hub = HubStore(settings.hf_endpoint, token)
-    deps = RunnerDeps(
-        clock=clock,
-        ledger=ledger,
-        driver=build_driver(settings, spec.job_id),
-        store=build_store(spec.artifact, endpoint=settings.hf_endpoint, token=token),
-        check_input=hub.exists_nonempty,
-        settings=settings,
-        files=files,
-        start_watchdog=lambda f, env: start_watchdog(f, env, clock=clock),
-        worker_name=worker_name,
-        on_state=on_state or (lambda state, reason: None),
+    outcome = own_job(
+        spec, owner, settings, ledger, worker_name=worker_name, adopted=False, on_state=on_state
     )
-    try:
-        with Heartbeat(
-            ledger,
-            spec.job_id,
-            owner,
-            interval_s=settings.heartbeat_interval_s,
-            ttl_s=settings.lease_ttl_s,
-        ):
-            outcome = run_job(spec, owner, deps)
-    finally:
-        ledger.release_lock(spec.job_id, owner)
     return {"state": outcome.state.value, "reason": outcome.reason, "exit_code": outcome.exit_code}
 
 
-def read_token(path: Path | None) -> str | None:
-    """The Hub token, in this worker's memory only (checked again before allocation)."""
-    if path is None:
-        return None
-    try:
-        return path.read_text().strip() or None
-    except OSError:
-        return None  # the runner's pre-allocation check reports the file's problem
+def _flower(task: Any) -> StateListener:
+    def to_flower(state: JobState, reason: str) -> None:
+        # Flower ignores update_state, but a custom task event `task-<name>` becomes the task's
+        # state there (celery.events.state: unknown event types are upper-cased into states).
+        task.send_event(f"task-{state.value}", job_state=state.value, reason=reason[:300])
+
+    return to_flower
 
 
 def run_job_task(self: Any, payload: str) -> dict[str, Any]:
     settings = load_settings()
     hostname = getattr(self.request, "hostname", None) or socket.gethostname()
+    return execute_job(payload, settings, build_ledger(settings), hostname, _flower(self))
 
-    def to_flower(state: JobState, reason: str) -> None:
-        # Flower ignores update_state, but a custom task event `task-<name>` becomes the task's
-        # state there (celery.events.state: unknown event types are upper-cased into states).
-        self.send_event(f"task-{state.value}", job_state=state.value, reason=reason[:300])
 
-    return execute_job(payload, settings, build_ledger(settings), hostname, to_flower)
+def adopt_task(self: Any, job_id: str) -> dict[str, Any]:
+    """A restarted worker takes back a job it owned before it died, and finishes it."""
+    settings = load_settings()
+    hostname = getattr(self.request, "hostname", None) or socket.gethostname()
+    outcome = adopt_job(
+        job_id, settings, build_ledger(settings), worker_name=hostname, on_state=_flower(self)
+    )
+    if outcome is None:
+        return {"state": "skipped", "reason": "over, or owned by a live owner"}
+    return {"state": outcome.state.value, "reason": outcome.reason, "exit_code": outcome.exit_code}
+
+
+def orphans_to_adopt(settings: Settings, queues: list[str]) -> list[str]:
+    """At a worker's start: its own unfinished jobs, if it serves GPU queues (the beat's
+    janitor worker does not: it must stay free for the janitor)."""
+    if not any(".gpu." in f".{q}" or q.startswith("gpu.") for q in queues):
+        return []
+    return find_orphaned(settings)
 
 
 def janitor_task() -> list[str]:

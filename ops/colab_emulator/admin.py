@@ -11,6 +11,7 @@ import argparse
 import json
 import os
 import sys
+from datetime import datetime
 from pathlib import Path
 
 from .backend import Backend
@@ -20,7 +21,7 @@ from .faults import FaultError, clear_faults, list_faults, set_fault
 from .jsonfile import read_json
 from .session_ops import describe
 from .store import SessionStore, new_record, record_history
-from .vm import find_processes, kill_marked, mark_for, vm_paths
+from .vm import drop_connections, find_processes, kill_marked, mark_for, vm_paths
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -53,6 +54,13 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("kill-kernel", help="kill a VM's processes, keep its assignment").add_argument(
         "endpoint"
     )
+    sub.add_parser(
+        "drop-connections",
+        help="every exec client attached to the VM loses its websocket (the code goes on)",
+    ).add_argument("endpoint")
+    sub.add_parser(
+        "billing", help="compute units per assignment: ended ones, then open ones"
+    ).add_argument("--json", action="store_true", help="one JSON array")
     sub.add_parser("set-balance", help="set the compute-unit balance").add_argument(
         "balance", type=float
     )
@@ -87,6 +95,28 @@ def _reassign(backend: Backend, config: str | None, name: str) -> str:
     store.add(new_record(name, assignment))
     record_history(ctx, name, "session_created", endpoint=assignment["endpoint"])
     return str(assignment["endpoint"])
+
+
+def _when(epoch: float | None) -> str:
+    if epoch is None:
+        return "(open)"
+    return datetime.fromtimestamp(epoch).isoformat(sep=" ", timespec="seconds")
+
+
+def _billing(backend: Backend, *, as_json: bool) -> None:
+    closed, still_open = backend.billing()
+    records = closed + still_open
+    if as_json:
+        print(json.dumps(records, indent=2))
+        return
+    print(f"{'ENDPOINT':<16} {'ACCEL':<5} {'ASSIGNED':<19} {'UNASSIGNED':<19} {'SECONDS':>9} UNITS")
+    for r in records:
+        print(
+            f"{r['endpoint']:<16} {r['accelerator']:<5} {_when(r['assigned_at']):<19} "
+            f"{_when(r['unassigned_at']):<19} {r['seconds']:>9.1f} {r['units']:.4f}"
+        )
+    total = sum(float(r["units"]) for r in records)
+    print(f"Total: {len(records)} assignment(s), {len(still_open)} open, {total:.4f} units")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -126,6 +156,13 @@ def main(argv: list[str] | None = None) -> int:
     elif args.cmd == "kill-kernel":
         server = read_json(vm_paths(home, args.endpoint).state, {}).get("pid")
         kill_marked(mark_for(home, args.endpoint), exclude_pid=server)
+    elif args.cmd == "drop-connections":
+        if backend.get(args.endpoint) is None:
+            print(f"colab-emu: {args.endpoint} is not assigned", file=sys.stderr)
+            return 1
+        drop_connections(home, args.endpoint)
+    elif args.cmd == "billing":
+        _billing(backend, as_json=args.json)
     elif args.cmd == "set-balance":
         backend.set_balance(args.balance)
     elif args.cmd == "set-latest-version":

@@ -3,10 +3,16 @@
 State is `$COLAB_EMU_HOME/server.json` under `server.lock`. Billing is settled lazily: each
 assignment carries `billed_until`; every mutation charges the time since then, at the
 accelerator's hourly rate scaled by `time_scale` (so tests can make an hour pass in a second).
+The balance never goes below 0. When an assignment ends (by any route: stop, self-release,
+`colab-emu unassign`, kill-all) one line is appended to `billing.jsonl`:
+`{endpoint, accelerator, assigned_at, unassigned_at, seconds, units}` (epoch floats; `seconds` of
+real time; `units` = rate x seconds x time_scale / 3600).
 """
 
 from __future__ import annotations
 
+import json
+import os
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
@@ -47,6 +53,7 @@ class Backend:
         self.clock = clock
         self.state_path = emu_home / "server.json"
         self.lock_path = emu_home / "server.lock"
+        self.billing_path = emu_home / "billing.jsonl"
 
     def _load(self) -> dict[str, Any]:
         state = read_json(self.state_path, {})
@@ -63,8 +70,28 @@ class Backend:
 
     def _settle(self, state: dict[str, Any], now: float) -> None:
         for assignment in state["assignments"].values():
-            state["balance"] = state["balance"] - self._charge(assignment, now)
+            state["balance"] = max(0.0, state["balance"] - self._charge(assignment, now))
             assignment["billed_until"] = now
+
+    def _usage(self, assignment: Mapping[str, Any], until: float | None) -> dict[str, Any]:
+        """The billing record of an assignment up to `until` (None: still open, up to now)."""
+        started = _assigned_epoch(assignment)
+        seconds = max(0.0, (until if until is not None else self.clock()) - started)
+        rate = RATES_PER_HOUR.get(assignment["accelerator"], 0.0)
+        return {
+            "endpoint": assignment["endpoint"],
+            "accelerator": assignment["accelerator"],
+            "assigned_at": started,
+            "unassigned_at": until,
+            "seconds": seconds,
+            "units": rate * seconds * self.time_scale / 3600,
+        }
+
+    def _append_billing(self, record: dict[str, Any]) -> None:
+        with open(self.billing_path, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(record) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
 
     def assign(
         self, variant: str, accelerator: str, machine_shape: str, environ: Mapping[str, str]
@@ -78,6 +105,7 @@ class Backend:
             "accelerator": accelerator,
             "machine_shape": machine_shape,
             "assigned_at": datetime.fromtimestamp(now, UTC).isoformat(),
+            "assigned_epoch": now,
             "billed_until": now,
             "token": random_token(24),
             "url": f"https://8080-{endpoint}.prod.colab.dev",
@@ -104,11 +132,28 @@ class Backend:
         """Remove the assignment, then kill the VM's processes; False if it was not assigned."""
         with locked(self.lock_path):
             state = self._load()
-            self._settle(state, self.clock())
-            existed = state["assignments"].pop(endpoint, None) is not None
+            now = self.clock()
+            self._settle(state, now)
+            gone = state["assignments"].pop(endpoint, None)
             write_json(self.state_path, state)
+            if gone is not None:
+                self._append_billing(self._usage(gone, now))
         destroy_vm(self.emu_home, endpoint, exclude_pid=exclude_pid)
-        return existed
+        return gone is not None
+
+    def billing(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """(records of ended assignments, in billing.jsonl order; open ones, seconds so far)."""
+        closed = []
+        try:
+            with open(self.billing_path, encoding="utf-8") as fh:
+                for line in fh:
+                    try:
+                        closed.append(json.loads(line))
+                    except ValueError:
+                        continue
+        except OSError:
+            pass
+        return closed, [self._usage(a, None) for a in self.list_assignments()]
 
     def ccu_info(self) -> CcuInfo:
         now = self.clock()
@@ -140,3 +185,12 @@ class Backend:
 
 def _ts(assignment: Mapping[str, Any]) -> str:
     return str(assignment.get("assigned_at", ""))
+
+
+def _assigned_epoch(assignment: Mapping[str, Any]) -> float:
+    if isinstance(assignment.get("assigned_epoch"), int | float):
+        return float(assignment["assigned_epoch"])
+    try:
+        return datetime.fromisoformat(str(assignment.get("assigned_at"))).timestamp()
+    except ValueError:
+        return float(assignment.get("billed_until", 0.0))

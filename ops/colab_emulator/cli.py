@@ -16,7 +16,15 @@ from typing import Any
 from . import CLI_VERSION
 from .cmd_exec import cmd_exec
 from .cmd_files import cmd_download, cmd_ls, cmd_rm, cmd_upload
-from .cmd_session import cmd_new, cmd_sessions, cmd_status, cmd_stop, cmd_usage, cmd_version
+from .cmd_session import (
+    cmd_new,
+    cmd_restart_kernel,
+    cmd_sessions,
+    cmd_status,
+    cmd_stop,
+    cmd_usage,
+    cmd_version,
+)
 from .context import EmuContext, build_context, emu_home_from
 from .errors import CliExit, UsageError
 from .output import echo, print_traceback, usage_error
@@ -36,6 +44,7 @@ HANDLERS: dict[str, Handler] = {
     "exec": cmd_exec,
     "ls": cmd_ls,
     "new": cmd_new,
+    "restart-kernel": cmd_restart_kernel,
     "rm": cmd_rm,
     "sessions": cmd_sessions,
     "status": cmd_status,

@@ -3,26 +3,31 @@
 The client only tails the job's output files, so killing it leaves the remote code running and
 `running` set in sessions.json (stale BUSY), as with the real CLI. Exit status never reflects the
 remote code; only CLI errors (1/2) and transport failures (TimeoutError, RuntimeError) do.
+
+Like the real client (jupyter-kernel-client 0.9.0 under the CLI), a client whose connection is
+gone (the VM unassigned or preempted, or its websocket dropped by `colab-emu drop-connections`)
+does not fail at once: it waits for its `--timeout` deadline, then raises. Ending past the
+deadline costs 10 s more (the real client's `Failed to stop websocket connection thread.`). Its
+`finally` writes back the record it read at the start (`store.add`), so an exec that outlives
+its session re-creates the record.
 """
 
 from __future__ import annotations
 
-import os
 import re
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 from .context import EmuContext
-from .errors import CliExit, UsageError
+from .errors import CliExit
 from .faults import apply_delay, take_fault
 from .ids import random_hex, random_uuid
 from .jsonfile import read_json, write_json
 from .output import echo, write_bytes
-from .session_ops import backend_for, get_session, resolve_session, store_for
+from .session_ops import backend_for, get_session, prune, resolve_session, store_for
 from .store import local_time_str, log_debug, record_history
-from .vm import MARK_VAR, mark_for, spawn_detached, vm_paths
+from .vm import MARK_VAR, connection_generation, mark_for, spawn_detached, vm_paths
 
 ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 BASE_ENV_KEYS = (
@@ -39,6 +44,12 @@ BASE_ENV_KEYS = (
 )
 POLL_S = 0.02
 VM_CHECK_S = 0.2
+# Past its deadline the real client takes about 10 s longer to exit (it fails to stop its
+# websocket thread). Fixed on purpose: colabq must live with it.
+EXIT_DELAY_S = 10.0
+EXIT_DELAY_LOG = "Failed to stop websocket connection thread."
+TIMEOUT_MESSAGE = "Timeout waiting for reply"
+LOST_MESSAGE = "Connection was lost."
 
 
 def parse_envs(values: list[str]) -> dict[str, str]:
@@ -63,17 +74,19 @@ def env_prelude(envs: dict[str, str]) -> str:
 
 
 def read_code(opts: dict[str, Any]) -> tuple[str, str] | None:
-    """(source label, code), or None for empty stdin (the real CLI then runs nothing, exit 0)."""
+    """(label, code), or None for empty stdin (the real CLI then runs nothing, exit 0).
+
+    The label is `-f` as given (the real `running` is `exec(<file or stdin>)`). A missing file
+    is the real CLI's `open(file)`: a FileNotFoundError traceback, exit 1.
+    """
     path = opts.get("file")
     if path:
-        if not os.path.isfile(path):
-            raise UsageError(
-                f"Invalid value for '-f' / '--file': File '{path}' does not exist.", "exec"
-            )
         if path.endswith(".ipynb"):
             echo("[colab-emulator] Notebook (.ipynb) execution is not emulated.", err=True)
             raise CliExit(2)
-        return Path(path).name, Path(path).read_text(encoding="utf-8")
+        with open(path, encoding="utf-8") as fh:
+            code = fh.read()
+        return (path, code) if code.strip() else None
     if sys.stdin is None or sys.stdin.isatty():
         echo("[colab] Error: No input provided. Pipe code or provide a file.")
         raise CliExit(1)
@@ -86,20 +99,33 @@ def _wait_until(deadline: float) -> None:
         time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
 
 
+def connection_lost(deadline: float, fault: dict[str, Any]) -> BaseException:
+    """What a client whose connection is gone raises, once its deadline has passed."""
+    _wait_until(deadline)
+    if fault.get("on_lost") == "timeout":
+        return TimeoutError(TIMEOUT_MESSAGE)
+    return RuntimeError(LOST_MESSAGE)
+
+
 def run_on_kernel(
     ctx: EmuContext,
     endpoint: str,
     code: str,
     envs: dict[str, str],
-    timeout_s: float,
+    deadline: float,
     fault: dict[str, Any],
 ) -> list[dict[str, str]]:
-    """Submit `code` to the VM's kernel and stream its output until it is done."""
-    deadline = time.monotonic() + timeout_s
+    """Submit `code` to the VM's kernel and stream its output until it is done.
+
+    A VM that goes away, or a dropped connection, ends the streaming; the client then waits for
+    its deadline and raises RuntimeError (or TimeoutError with `on_lost: "timeout"`). A kernel
+    that dies (kill-kernel, restart-kernel) never replies: TimeoutError at the deadline.
+    """
     if fault.get("hang"):
         _wait_until(deadline)
-        raise TimeoutError("Timeout waiting for reply")
+        raise TimeoutError(TIMEOUT_MESSAGE)
     paths = vm_paths(ctx.emu_home, endpoint)
+    generation = connection_generation(ctx.emu_home, endpoint)
     job_dir = paths.jobs / f"{time.time_ns()}-{random_hex(6)}"
     job_dir.mkdir(parents=True)
     (job_dir / "code.py").write_text(code, encoding="utf-8")
@@ -128,62 +154,70 @@ def run_on_kernel(
                 chunk = fh.read()
                 if chunk:
                     write_bytes(chunk, err=stream == "stderr")
-                    outputs.append({"stream": stream, "text": chunk.decode(errors="replace")})
+                    text = chunk.decode(errors="replace")
+                    outputs.append({"output_type": "stream", "name": stream, "text": text})
 
         next_vm_check = 0.0
         while True:
+            # A dropped websocket delivers nothing more: check the marker before every read.
+            if connection_generation(ctx.emu_home, endpoint) != generation:
+                log_debug(ctx, f"websocket to {endpoint} closed: connection dropped")
+                raise connection_lost(deadline, fault)
             drain()
             if status_path.exists():
                 drain()
                 if read_json(status_path, {}).get("aborted"):
-                    raise RuntimeError("Connection was lost.")
+                    raise connection_lost(deadline, fault)
                 return outputs
             now = time.monotonic()
             if now >= next_vm_check:
                 next_vm_check = now + VM_CHECK_S
                 if backend.get(endpoint) is None:
-                    drain()
-                    if fault.get("on_lost") == "timeout":
-                        _wait_until(deadline)
-                        raise TimeoutError("Timeout waiting for reply")
-                    raise RuntimeError("Connection was lost.")
+                    drain()  # what the VM wrote before it went away was already on the wire
+                    log_debug(ctx, f"websocket to {endpoint} closed: the VM is gone")
+                    raise connection_lost(deadline, fault)
             if proc.poll() is not None and not status_path.exists() and now >= deadline:
-                raise TimeoutError("Timeout waiting for reply")
+                raise TimeoutError(TIMEOUT_MESSAGE)
             time.sleep(POLL_S)
 
 
 def cmd_exec(ctx: EmuContext, opts: dict[str, Any]) -> int:
     envs = parse_envs(opts.get("env") or [])
+    name = resolve_session(ctx, opts.get("session"))
+    record = get_session(ctx, name)
     got = read_code(opts)
     if got is None:
         return 0
     source, code = got
-    name = resolve_session(ctx, opts.get("session"))
-    record = get_session(ctx, name)
     fault = take_fault(ctx.emu_home, "exec", name)
     apply_delay({"delay_s": fault.get("delay_s", 0)})
     store = store_for(ctx)
     if fault.get("lost") or backend_for(ctx).get(record["endpoint"]) is None:
         echo(f"[colab] Session '{name}' appears to be lost (404/401). Cleaning up.")
-        store.remove(name)
+        prune(ctx, [name], announce=False)
         raise CliExit(1)
+    if not record.get("kernel_id"):
+        # A new kernel was started: the real on_kernel_started/on_session_started callbacks.
+        record["kernel_id"] = random_uuid()
+        record["session_id"] = random_uuid()
+        store.add(record)
     full_code = env_prelude(envs) + code if envs else code
     log_debug(ctx, f"execute_request session={name} code={full_code!r}")
-    label = f"exec({source})"
-
-    def start(record: dict[str, Any]) -> None:
-        if not record.get("kernel_id"):
-            record["kernel_id"] = random_uuid()
-            record["session_id"] = random_uuid()
-        record["running"] = label
-        record["last_execution"] = [source, None, local_time_str()]
-
-    store.update(name, start)
+    # The real exec keeps the record it read in get_session and writes that whole object back
+    # (`state.store.add(s)`) each time, here and in `finally`.
+    record["running"] = f"exec({source})"
+    record["last_execution"] = [source, None, local_time_str()]
+    store.add(record)
+    deadline = time.monotonic() + opts.get("timeout", 30.0)
     try:
-        outputs = run_on_kernel(
-            ctx, record["endpoint"], code, envs, opts.get("timeout", 30.0), fault
+        outputs = run_on_kernel(ctx, record["endpoint"], full_code, envs, deadline, fault)
+        record_history(
+            ctx, name, "execution", code=full_code, outputs=outputs, cell_index=None, cell_id=None
         )
-        record_history(ctx, name, "execution", source=source, code=full_code, outputs=outputs)
     finally:
-        store.update(name, lambda record: record.update(running=None))
+        record["running"] = None
+        store.add(record)
+        if time.monotonic() >= deadline:
+            log_debug(ctx, EXIT_DELAY_LOG)
+            time.sleep(EXIT_DELAY_S)
     return 0

@@ -1,4 +1,4 @@
-"""Commands that talk to the (emulated) backend about VMs: new, status, sessions, stop, usage."""
+"""Commands about sessions and their VMs: new, status, sessions, stop, restart-kernel, usage."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 from . import CLI_VERSION
 from .context import EmuContext
-from .errors import COLAB_BASE, AuthRefreshExit, CliExit, http_error
+from .errors import COLAB_BASE, AuthRefreshExit, CliExit, RequestsHTTPError, http_error
 from .faults import apply_delay, take_fault
 from .ids import random_hex, random_uuid
 from .output import echo
@@ -25,6 +25,7 @@ from .session_ops import (
     sync_sessions,
 )
 from .store import log_debug, new_record, record_history
+from .vm import restart_kernel
 
 GPUS = ("a100", "h100", "l4", "t4", "g4")
 SINGLE_SHAPE = ("L4", "V5E1", "V6E1")
@@ -176,6 +177,31 @@ def cmd_stop(ctx: EmuContext, opts: dict[str, Any]) -> int:
     store_for(ctx).remove(name)
     record_history(ctx, name, "session_terminated", reason="user_requested")
     echo("[colab] Session terminated.")
+    return 0
+
+
+def cmd_restart_kernel(ctx: EmuContext, opts: dict[str, Any]) -> int:
+    """`restart-kernel`: what commands/session.py's restart_kernel does, through the emulator.
+
+    resolve_session + get_session (unknown name: `not found`, exit 1); connect to the kernel
+    (starting one, and writing the record, if it has no kernel_id); POST .../restart; nothing
+    printed. `running` is left alone. A VM that is gone answers the kernel request with 404,
+    which jupyter-kernel-client raises (requests' HTTPError: traceback, exit 1, record kept).
+    """
+    name = resolve_session(ctx, opts.get("session"))
+    record = get_session(ctx, name)
+    fault = take_fault(ctx.emu_home, "restart-kernel", name)
+    apply_delay(fault)
+    url = f"{record['url']}/api/kernels"
+    if backend_for(ctx).get(record["endpoint"]) is None:
+        log_debug(ctx, f"POST {url} -> 404")
+        raise RequestsHTTPError(f"404 Client Error: Not Found for url: {url}")
+    if not record.get("kernel_id"):
+        record["kernel_id"] = random_uuid()
+        record["session_id"] = random_uuid()
+        store_for(ctx).add(record)
+    restart_kernel(ctx.emu_home, record["endpoint"])
+    log_debug(ctx, f"POST {url}/{record['kernel_id']}/restart -> 200")
     return 0
 
 

@@ -46,6 +46,15 @@ RequestsConnectionError.__name__ = "ConnectionError"
 RequestsConnectionError.__qualname__ = "ConnectionError"
 
 
+class RequestsHTTPError(Exception):
+    """`requests.exceptions.HTTPError` (raise_for_status), e.g. a runtime proxy answering 404."""
+
+
+RequestsHTTPError.__module__ = "requests.exceptions"
+RequestsHTTPError.__name__ = "HTTPError"
+RequestsHTTPError.__qualname__ = "HTTPError"
+
+
 class DefaultCredentialsError(Exception):
     pass
 

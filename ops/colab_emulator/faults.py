@@ -26,6 +26,7 @@ COMMAND_FIELDS: dict[str, tuple[str, ...]] = {
     **{name: ("http",) for name in HTTP_COMMANDS},
     **{name: ("fail",) for name in FILE_COMMANDS},
     "exec": ("lost", "on_lost"),
+    "restart-kernel": (),
     "auth": ("fail", "mode"),
 }
 KILL_POINTS = ("assign", "state")

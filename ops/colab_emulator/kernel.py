@@ -1,11 +1,13 @@
 """The VM's "kernel" for one `colab exec`: a detached supervisor plus a fresh `python3 -u`.
 
-`colab exec` writes a job folder (`code.py`, `job.json` with the new `--env` values, empty
-`stdout`/`stderr`) and starts this supervisor in its own session. The supervisor takes the VM's
+`colab exec` writes a job folder (`code.py`: the cell, `--env` prelude included; `job.json` with the
+new `--env` values; empty `stdout`/`stderr`) and starts this supervisor in its own session (so its
+process group is "the kernel" that `colab restart-kernel` kills). The supervisor takes the VM's
 kernel lock (so execs on one VM run one after the other), merges the `--env` values into the VM's
 persisted kernel environment, runs the code with cwd = the VM's `/content` and its output going to
 the job's files, and writes `status.json` when the code is done. Killing the client changes
-nothing here, exactly like the real kernel.
+nothing here, exactly like the real kernel. The VM's execution counter (`In[N]` in tracebacks)
+lives in `kernel/execution_count.json`; a kernel restart resets it and the persisted `--env`.
 """
 
 from __future__ import annotations
@@ -27,29 +29,48 @@ COLAB_PRESETS = {
     "MPLBACKEND": "module://matplotlib_inline.backend_inline",
 }
 
-# Runs the cell like IPython would for our purposes: `__name__ == "__main__"`, an exception or
-# SystemExit is reported on stderr and the "kernel" carries on (exit status 0).
+# Runs the cell like IPython would for our purposes: `__name__ == "__main__"`, and an exception
+# or SystemExit is reported on stderr the way `colab exec` prints the kernel's `error` output
+# (IPython's coloured traceback, formatted by ipytb.py, loaded only then); the "kernel" carries on
+# (exit status 0). Arguments: the cell file, its execution count (`In[N]`), ipytb.py's path.
 BOOTSTRAP = r"""
-import sys, traceback
-def _colab_emu_run(path):
+import sys
+def _colab_emu_run(path, count, formatter):
     with open(path, encoding="utf-8") as fh:
         source = fh.read()
     del sys.argv[1:]
     namespace = {"__name__": "__main__", "__builtins__": __builtins__}
+
+    def report(exc, mode):
+        sys.stdout.flush()
+        try:
+            from importlib.util import module_from_spec, spec_from_file_location
+            spec = spec_from_file_location("_colab_emu_ipytb", formatter)
+            module = module_from_spec(spec)
+            spec.loader.exec_module(module)
+            text = module.render(exc, mode, {path: count})
+        except Exception:
+            import traceback
+            text = "".join(traceback.format_exception(exc))
+        sys.stderr.write(text)
+        sys.stderr.flush()
+
     try:
-        exec(compile(source, path, "exec"), namespace)
+        code = compile(source, path, "exec")
+    except (OverflowError, SyntaxError, ValueError, TypeError, MemoryError) as exc:
+        report(exc, "syntax")
+        return
+    try:
+        exec(code, namespace)
     except SystemExit as exc:
-        sys.stdout.flush()
-        code = "" if exc.code is None else ": %s" % (exc.code,)
-        sys.stderr.write("An exception has occurred, use %tb to see the full traceback.\n\n")
-        sys.stderr.write("SystemExit%s\n" % code)
+        report(exc, "exit")
     except BaseException as exc:
-        sys.stdout.flush()
-        traceback.print_exception(type(exc), exc, exc.__traceback__.tb_next)
+        report(exc, "verbose")
     sys.stdout.flush()
     sys.stderr.flush()
-_colab_emu_run(sys.argv[1])
+_colab_emu_run(sys.argv[1], int(sys.argv[2]), sys.argv[3])
 """
+FORMATTER = Path(__file__).resolve().with_name("ipytb.py")
 
 
 def kernel_environment(
@@ -77,6 +98,9 @@ def main(argv: list[str]) -> int:
         persisted = read_json(paths.kernel_env, {})
         persisted.update(job.get("env", {}))
         write_json(paths.kernel_env, persisted)
+        # The CLI's `/content` prelude and the cell each take an execution count (`In[N]`).
+        count = int(read_json(paths.execution_count, 0) or 0) + 2
+        write_json(paths.execution_count, count)
         env = kernel_environment(os.environ, paths, runtime_port(emu_home, endpoint), persisted)
         write_json(job_dir / "started.json", {"pid": os.getpid(), "at": time.time()})
         with (
@@ -84,7 +108,15 @@ def main(argv: list[str]) -> int:
             open(job_dir / "stderr", "ab", buffering=0) as err,
         ):
             proc = subprocess.Popen(
-                [sys.executable, "-u", "-c", BOOTSTRAP, str(job_dir / "code.py")],
+                [
+                    sys.executable,
+                    "-u",
+                    "-c",
+                    BOOTSTRAP,
+                    str(job_dir / "code.py"),
+                    str(count),
+                    str(FORMATTER),
+                ],
                 cwd=paths.content,
                 env=env,
                 stdin=subprocess.DEVNULL,

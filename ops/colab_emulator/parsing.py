@@ -86,6 +86,7 @@ COMMANDS = {
                 Opt(("--high-mem",), "high_mem", "flag", "", "Request a high-memory machine."),
             ),
         ),
+        Command("restart-kernel", "Restart a session's kernel.", (SESSION,)),
         Command("rm", "Delete a file in the session.", (SESSION,), (("PATH", True),)),
         Command("sessions", "List active sessions on the server."),
         Command("status", "Show local session status.", (SESSION,)),
@@ -103,7 +104,7 @@ COMMANDS = {
 }
 NOT_EMULATED = (
     *("auth", "console", "drivemount", "edit", "install", "log", "pay", "readme", "repl"),
-    *("restart-kernel", "run", "skill", "ssh", "update", "url", "whoami", "README", "SKILL"),
+    *("run", "skill", "ssh", "update", "url", "whoami", "README", "SKILL"),
 )
 AUTH_CHOICES = ("oauth2", "adc")
 HELP = ("-h", "--help")
@@ -244,7 +245,8 @@ def print_root_help() -> None:
     ]
     echo(box("Options", rows))
     names = sorted(c for c in COMMANDS if c != "help")
-    echo(box("Commands", [f"{n:<10} {COMMANDS[n].help}" for n in names]))
+    width = max(map(len, names))
+    echo(box("Commands", [f"{n:<{width}} {COMMANDS[n].help}" for n in names]))
 
 
 def print_command_help(command: Command) -> None:

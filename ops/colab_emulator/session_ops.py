@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 import time
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from .backend import Backend
@@ -105,9 +105,7 @@ def sync_sessions(
         if assignment is None:
             stale.append(name)
             continue
-        record["token"] = assignment["token"]
-        record["url"] = assignment["url"]
-        record["token_expires_at"] = token_expiry_iso()
+        apply_proxy_info(record, assignment)
         store.add(record)
     prune(ctx, stale, announce=True)
     return assignments
@@ -141,30 +139,50 @@ def resolve_session(ctx: EmuContext, name: str | None) -> str:
     return names[0]
 
 
-def _expires_soon(record: Record) -> bool:
+def _needs_refresh(record: Record) -> bool:
+    """No expiry, or one within TOKEN_REFRESH_MARGIN (5 min): get_session asks the server."""
+    raw = record.get("token_expires_at")
+    if not raw:
+        return True
     try:
-        expires_at = datetime.fromisoformat(str(record.get("token_expires_at"))).timestamp()
+        expires_at = datetime.fromisoformat(str(raw).replace("Z", "+00:00"))
     except ValueError:
         return True
-    return expires_at - time.time() < TOKEN_REFRESH_MARGIN_S
+    if expires_at.tzinfo is None:
+        expires_at = expires_at.replace(tzinfo=UTC)
+    return expires_at.timestamp() - time.time() <= TOKEN_REFRESH_MARGIN_S
 
 
 def get_session(ctx: EmuContext, name: str, *, ignore_missing: bool = False) -> Record:
-    """The record of `name`; refreshes a token near expiry (and prunes it if the VM is gone)."""
+    """The record of `name`, refreshed like the real `get_session` (common.py).
+
+    With no `token_expires_at`, or one within 5 minutes, it lists the assignments: if the
+    endpoint is still assigned it copies the token, url and expiry into the record and writes it
+    back (`_apply_proxy_info`, `store.add`); if not, it prunes the record (not found). That is
+    what makes a record written by hand with only name and endpoint usable.
+    """
     missing_code = 0 if ignore_missing else 1
     record = store_for(ctx).get(name)
     if record is None:
         raise not_found(name, missing_code)
-    if _expires_soon(record):
+    if _needs_refresh(record):
         authenticate(ctx, name)
-        assignment = backend_for(ctx).get(record["endpoint"])
+        assignments = backend_for(ctx).list_assignments()
+        log_debug(ctx, f"GET {ASSIGNMENTS_URL} -> 200 {len(assignments)} assignment(s)")
+        live = {a["endpoint"]: a for a in assignments}
+        assignment = live.get(record["endpoint"])
         if assignment is None:
             prune(ctx, [name], announce=False)
             raise not_found(name, missing_code)
-        record["token"] = assignment["token"]
-        record["token_expires_at"] = token_expiry_iso()
+        apply_proxy_info(record, assignment)
         store_for(ctx).add(record)
     return record
+
+
+def apply_proxy_info(record: Record, assignment: dict[str, Any]) -> None:
+    record["token"] = assignment["token"]
+    record["url"] = assignment["url"]
+    record["token_expires_at"] = token_expiry_iso()
 
 
 def hardware(record: dict[str, Any]) -> str:

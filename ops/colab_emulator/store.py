@@ -27,10 +27,21 @@ class SessionStore:
         self.lock_path = path.with_name(path.name + ".lock")
 
     def _read(self) -> dict[str, Record]:
+        """The records, completed with SessionState's defaults; {} if any record is invalid.
+
+        The real store parses every record into a pydantic model inside one `try` and returns
+        `{}` on any error, so a single record without `token` (say) empties the whole file.
+        """
         data = read_json(self.path, {})
         if not isinstance(data, dict):
             return {}
-        return {k: v for k, v in data.items() if isinstance(v, dict)}
+        records = {}
+        for key, value in data.items():
+            record = session_state(value)
+            if record is None:
+                return {}
+            records[key] = record
+        return records
 
     def load(self) -> dict[str, Record]:
         with locked(self.lock_path, shared=True):
@@ -45,17 +56,6 @@ class SessionStore:
             data[record["name"]] = record
             write_json(self.path, data)
 
-    def update(self, name: str, change: Callable[[Record], None]) -> Record | None:
-        """Apply `change` to the current record and write it back; None if it is gone."""
-        with locked(self.lock_path):
-            data = self._read()
-            record = data.get(name)
-            if record is None:
-                return None
-            change(record)
-            write_json(self.path, data)
-            return record
-
     def remove(self, name: str) -> bool:
         with locked(self.lock_path):
             data = self._read()
@@ -63,6 +63,43 @@ class SessionStore:
                 return False
             write_json(self.path, data)
             return True
+
+
+REQUIRED_FIELDS = ("name", "token", "url", "endpoint")
+OPTIONAL_FIELDS: dict[str, Any] = {
+    "token_expires_at": None,
+    "variant": "DEFAULT",
+    "accelerator": "NONE",
+    "machine_shape": "STANDARD",
+    "kernel_id": None,
+    "session_id": None,
+    "last_execution": None,
+    "running": None,
+}
+
+
+def session_state(value: Any) -> Record | None:
+    """The record as the real `SessionState` model reads it (defaults filled), or None."""
+    if not isinstance(value, dict):
+        return None
+    if any(not isinstance(value.get(field), str) for field in REQUIRED_FIELDS):
+        return None
+    record = {field: value[field] for field in REQUIRED_FIELDS}
+    for field, default in OPTIONAL_FIELDS.items():
+        record[field] = value.get(field, default)
+    expires = record["token_expires_at"]
+    if expires is not None:
+        try:
+            datetime.fromisoformat(str(expires).replace("Z", "+00:00"))
+        except ValueError:
+            return None
+    for field in ("variant", "accelerator", "machine_shape"):
+        if not isinstance(record[field], str):
+            return None
+    last = record["last_execution"]
+    if last is not None and (not isinstance(last, list | tuple) or len(last) != 3):
+        return None
+    return record
 
 
 def token_expiry_iso(now: float | None = None) -> str:

@@ -19,9 +19,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import NamedTuple
 
-from .jsonfile import read_json
+from .jsonfile import locked, read_json, write_json
 
 MARK_VAR = "COLAB_EMU_VM_MARK"
+KERNEL_MODULE = "colab_emulator.kernel"
 OPS_DIR = Path(__file__).resolve().parent.parent
 _BOOT = (
     "import sys; sys.path.insert(0, sys.argv[1]); from importlib import import_module; "
@@ -68,6 +69,15 @@ class VmPaths(NamedTuple):
     @property
     def jobs(self) -> Path:
         return self.kernel_dir / "jobs"
+
+    @property
+    def execution_count(self) -> Path:
+        return self.kernel_dir / "execution_count.json"
+
+    @property
+    def connections(self) -> Path:
+        """`{"generation": N}`: bumped by `colab-emu drop-connections` (see cmd_exec)."""
+        return self.kernel_dir / "connections.json"
 
 
 def vm_paths(emu_home: Path, endpoint: str) -> VmPaths:
@@ -127,12 +137,16 @@ def _environ_of(pid: int) -> bytes:
         return b""
 
 
-def _cmdline_of(pid: int) -> str:
+def _args_of(pid: int) -> list[str]:
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as fh:
-            args = fh.read().decode(errors="replace").split("\0")
+            return fh.read().decode(errors="replace").split("\0")
     except OSError:
-        return ""
+        return []
+
+
+def _cmdline_of(pid: int) -> str:
+    args = _args_of(pid)
     # The bootstrap and kernel code passed with -c are long; they say nothing in a listing.
     return " ".join(arg if len(arg) <= 60 else "<…>" for arg in args if arg)
 
@@ -180,3 +194,55 @@ def destroy_vm(emu_home: Path, endpoint: str, *, exclude_pid: int | None = None)
             shutil.rmtree(target, ignore_errors=True)
         with contextlib.suppress(OSError):
             paths.base.rename(target)
+
+
+def connection_generation(emu_home: Path, endpoint: str) -> int:
+    """How many times the VM's websocket connections were dropped (0 if never, or VM gone)."""
+    data = read_json(vm_paths(emu_home, endpoint).connections, {})
+    value = data.get("generation", 0) if isinstance(data, dict) else 0
+    return value if isinstance(value, int) else 0
+
+
+def drop_connections(emu_home: Path, endpoint: str) -> int:
+    """Bump the generation: every exec client attached now loses its connection."""
+    paths = vm_paths(emu_home, endpoint)
+    with locked(paths.kernel_dir / "connections.lock"):
+        generation = connection_generation(emu_home, endpoint) + 1
+        write_json(paths.connections, {"generation": generation})
+    return generation
+
+
+def kernel_supervisors(emu_home: Path, endpoint: str) -> list[int]:
+    """Pids of the VM's kernel supervisors (kernel.py): running cells and cells queued for one."""
+    return [
+        pid
+        for pid, _, _ in find_processes(mark_for(emu_home, endpoint))
+        if KERNEL_MODULE in _args_of(pid)
+    ]
+
+
+def restart_kernel(emu_home: Path, endpoint: str) -> int:
+    """Kill "the kernel": every supervisor and its process group, then reset the kernel state.
+
+    A process that left the kernel's session (`start_new_session=True`, a detached job) is in
+    another process group and survives, as does the runtime server. The execution counter and the
+    persisted `--env` values belong to the old kernel process and go with it.
+    """
+    killed: set[int] = set()
+    for _ in range(200):
+        pids = kernel_supervisors(emu_home, endpoint)
+        if not pids:
+            break
+        for pid in pids:
+            with contextlib.suppress(OSError):
+                if os.getpgid(pid) == pid:
+                    os.killpg(pid, signal.SIGKILL)
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+            killed.add(pid)
+        time.sleep(0.01)
+    paths = vm_paths(emu_home, endpoint)
+    for state in (paths.execution_count, paths.kernel_env):
+        with contextlib.suppress(OSError):
+            state.unlink()
+    return len(killed)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -112,9 +113,9 @@ def wait_for(predicate: Any, timeout_s: float = 10.0) -> None:
         time.sleep(0.02)
 
 
-@pytest.fixture
-def emu(tmp_path: Path) -> Iterator[Emu]:
-    home, emu_home, workdir = tmp_path / "home", tmp_path / "emu", tmp_path / "work"
+def make_emu(base: Path) -> Emu:
+    """An isolated HOME, COLAB_EMU_HOME and working folder under `base`."""
+    home, emu_home, workdir = base / "home", base / "emu", base / "work"
     for folder in (home, workdir):
         folder.mkdir()
     env = {
@@ -124,12 +125,30 @@ def emu(tmp_path: Path) -> Iterator[Emu]:
         "COLAB_EMU_HOME": str(emu_home),
         "TYPER_STANDARD_TRACEBACK": "1",
     }
-    emulator = Emu(home=home, emu_home=emu_home, env=env, workdir=workdir)
-    yield emulator
+    return Emu(home=home, emu_home=emu_home, env=env, workdir=workdir)
+
+
+def tear_down(emulator: Emu) -> None:
+    """Kill leftover clients, unassign every VM, and check no process of this home survived."""
     for proc in emulator.procs:
         if proc.poll() is None:
             proc.kill()
         proc.communicate()
     # The admin tool in-process: a subprocess per teardown would cost more than most tests.
-    assert admin.main(["--home", str(emu_home), "kill-all"]) == 0
-    assert find_processes(f"{emu_home}::", prefix=True) == []
+    assert admin.main(["--home", str(emulator.emu_home), "kill-all"]) == 0
+    assert find_processes(f"{emulator.emu_home}::", prefix=True) == []
+
+
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def plain(text: str) -> str:
+    """`text` without its ANSI colour codes."""
+    return ANSI.sub("", text)
+
+
+@pytest.fixture
+def emu(tmp_path: Path) -> Iterator[Emu]:
+    emulator = make_emu(tmp_path)
+    yield emulator
+    tear_down(emulator)

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 
-from .conftest import COLAB, Emu, wait_for
+from .conftest import COLAB, Emu, plain, wait_for
 
 WAIT_FOR_GO = """
 import os, sys, time
@@ -39,10 +39,11 @@ def test_remote_failure_still_exits_0(emu: Emu) -> None:
     emu.new("job1")
     rc, out, err = emu.run("exec", "-s", "job1", input="print('before')\nimport sys\nsys.exit(3)\n")
     assert (rc, out) == (0, "before\n")
-    assert err.rstrip().endswith("SystemExit: 3")
+    assert plain(err).rstrip().endswith("SystemExit: 3")
     rc, out, err = emu.run("exec", "-s", "job1", input="raise ValueError('boom')\n")
     assert (rc, out) == (0, "")
-    assert "Traceback (most recent call last)" in err and err.rstrip().endswith("ValueError: boom")
+    assert "Traceback (most recent call last)" in err
+    assert plain(err).rstrip().endswith("ValueError: boom")
 
 
 def test_killed_client_leaves_code_running_and_busy_stale(emu: Emu) -> None:
@@ -166,13 +167,6 @@ def test_empty_stdin_runs_nothing_and_a_tty_is_refused(emu: Emu) -> None:
     )
 
 
-def test_output_keeps_flowing_past_the_timeout(emu: Emu) -> None:
-    emu.new("job1")
-    code = "import time\nfor i in range(5):\n    print(i, flush=True)\n    time.sleep(0.1)\n"
-    rc, out, _ = emu.run("exec", "-s", "job1", "--timeout", "0.2", input=code)
-    assert (rc, out) == (0, "0\n1\n2\n3\n4\n")
-
-
 def test_self_release_through_tbe_runtime_addr(emu: Emu) -> None:
     ep = emu.new("job1", "--gpu", "t4")
     code = (
@@ -187,28 +181,3 @@ def test_self_release_through_tbe_runtime_addr(emu: Emu) -> None:
     assert not (emu.emu_home / "vms" / ep).exists()
     assert emu.run("usage")[1].splitlines()[2] == "Active assignments: 0"
     assert emu.run("status", "-s", "job1")[1].endswith("[colab] Session 'job1' not found.\n")
-
-
-def test_vm_unassigned_while_streaming_loses_the_connection(emu: Emu) -> None:
-    ep = emu.new("job1")
-    emu.write("long.py", 'import time\nprint("started", flush=True)\ntime.sleep(30)\n')
-    proc = emu.popen("exec", "-s", "job1", "-f", "long.py")
-    assert proc.stdout is not None and proc.stdout.readline() == "started\n"
-    assert emu.admin("unassign", ep)[0] == 0
-    _, err = proc.communicate(timeout=10)
-    assert proc.returncode == 1
-    assert err.splitlines()[-1] == "RuntimeError: Connection was lost."
-
-
-def test_dead_kernel_makes_exec_wait_for_its_deadline(emu: Emu) -> None:
-    ep = emu.new("job1")
-    emu.write("long.py", 'import time\nprint("started", flush=True)\ntime.sleep(30)\n')
-    started = time.monotonic()
-    proc = emu.popen("exec", "-s", "job1", "--timeout", "1.0", "-f", "long.py")
-    assert proc.stdout is not None and proc.stdout.readline() == "started\n"
-    assert emu.admin("kill-kernel", ep)[0] == 0
-    _, err = proc.communicate(timeout=10)
-    assert proc.returncode == 1
-    assert time.monotonic() - started >= 1.0
-    assert err.splitlines()[-1] == "TimeoutError: Timeout waiting for reply"
-    assert emu.sessions_json()["job1"]["running"] is None, "finally cleared running"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import secrets
 import signal
@@ -40,6 +41,13 @@ class Fleet:
             [str(EMU_ADMIN), *args], env=self.env, capture_output=True, text=True, timeout=30
         )
 
+    def run_colab(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """The emulated `colab` as another machine of the account would run it."""
+        return subprocess.run(
+            [str(EMULATOR), *args],
+            env=self.env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+
     def colab(self, *args: str) -> subprocess.CompletedProcess[str]:
         probe = self.root / "probe-sessions.json"
         return subprocess.run(
@@ -62,6 +70,40 @@ class Fleet:
         """SIGKILL the worker's main process and its pool at once (a crash, not a shutdown)."""
         os.killpg(self.proc.pid, signal.SIGKILL)
         self.proc.wait()
+
+    def restart_worker(self) -> None:
+        """A new worker process on the same host and state dir (what a supervisor does)."""
+        self.proc = start_worker(self.env, self.root / "worker.log")
+
+    def job_dir(self, job_id: str) -> Path:
+        return Path(self.env["COLABQ_STATE_DIR"]) / "jobs" / job_id
+
+    def exec_processes(self, job_id: str) -> list[int]:
+        """Live attach clients and `colab exec` processes of the job (a real one left running
+        would write its stopped session's record back)."""
+        from worker.session.procs import find_job_processes, is_exec_client
+
+        return [
+            pid for pid, argv in find_job_processes(self.job_dir(job_id)) if is_exec_client(argv)
+        ]
+
+    def cli_records(self, job_id: str) -> dict[str, object]:
+        path = self.job_dir(job_id) / "colab-sessions.json"
+        try:
+            text = path.read_text()
+        except FileNotFoundError:
+            return {}
+        return json.loads(text) if text.strip() else {}
+
+    def output(self, job_id: str) -> list[str]:
+        """The job's own lines in its log stream (not colabq's or the watchdog's)."""
+        return [ln.text for ln in self.ledger.read_log(job_id, count=100_000) if ln.stream == "out"]
+
+    def billing(self) -> list[dict[str, object]]:
+        """The emulated account's assignments, ended and open, with their billed seconds."""
+        res = self.emu("billing", "--json")
+        assert res.returncode == 0, res.stderr
+        return list(json.loads(res.stdout))
 
     def wait_state(self, job_id: str, state: JobState, timeout_s: float = 60) -> None:
         deadline = time.monotonic() + timeout_s
@@ -108,8 +150,28 @@ def fleet_env_extra() -> dict[str, str]:
     return {}
 
 
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> object:
+    rep = yield
+    setattr(item, f"rep_{rep.when}", rep)
+    return rep
+
+
+def dump_jobs(fleet: Fleet) -> None:
+    """On a failed test: every job's history and log, to read why."""
+    for rec in fleet.ledger.list_jobs(20):
+        print(f"--- job {rec.job_id}: {rec.state.name}: {rec.reason}")
+        for h in fleet.ledger.history(rec.job_id):
+            print(f"    {h.state.name}: {h.reason}")
+        for line in fleet.ledger.read_log(rec.job_id, count=400):
+            print(f"    | {line.text}")
+        print(f"    watch: {fleet.ledger.read_watch(rec.job_id)}")
+
+
 @pytest.fixture
-def fleet(redis_url: str, tmp_path: Path, fleet_env_extra: dict[str, str]) -> Iterator[Fleet]:
+def fleet(
+    redis_url: str, tmp_path: Path, fleet_env_extra: dict[str, str], request: pytest.FixtureRequest
+) -> Iterator[Fleet]:
     prefix = f"colabq-it-{secrets.token_hex(4)}"
     (tmp_path / "home").mkdir()
     env = {
@@ -136,7 +198,10 @@ def fleet(redis_url: str, tmp_path: Path, fleet_env_extra: dict[str, str]) -> It
     try:
         yield fleet
     finally:
-        stop_worker(proc)
+        rep = getattr(request.node, "rep_call", None)
+        if rep is not None and rep.failed:
+            dump_jobs(fleet)
+        stop_worker(fleet.proc)
         fleet.emu("kill-all")
         kill_processes_mentioning(str(tmp_path))
         client = redis.Redis.from_url(redis_url)

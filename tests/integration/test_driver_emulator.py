@@ -19,7 +19,6 @@ from worker.errors import (
     AllocationRefused,
     ColabNotAuthenticated,
     ColabTransportError,
-    DownloadFailed,
     RemotePathNotFound,
     SessionNameInUse,
 )
@@ -94,7 +93,7 @@ def test_a_session_from_new_to_gone(setup: Setup) -> None:
     back = work / "back.sh"
     driver.download("cq-life", "/content/job.sh", back)
     assert back.read_text() == script.read_text()
-    with pytest.raises(DownloadFailed):
+    with pytest.raises(RemotePathNotFound):
         driver.download("cq-life", "/content/nope.txt", work / "nope.txt")
     with pytest.raises(RemotePathNotFound):
         driver.ls("cq-life", "content/nope")

@@ -85,6 +85,8 @@ class Rig:
             config_path=str(self.driver.config_path),
             wall_deadline_at=self.clock.time() + wall_in_s,
             idle_timeout_s=IDLE_S, poll_s=POLL_S, remote_job_dir="/content/colab-jobs/job1",
+            heartbeat_path="/content/colab-jobs/job1/run/heartbeat", heartbeat_stale_s=60,
+            owner_stale_s=30,
         )  # fmt: skip
         self.files.write_watch(spec)
         return Watchdog(self.files, spec, self.driver, self.clock, self.sink)
@@ -109,6 +111,20 @@ class Rig:
 
     def server_sessions(self) -> list[str]:
         return [s.endpoint for s in self.driver.sessions()]
+
+    def vm_beat(self, endpoint: str, phase: str, at: float | None = None) -> None:
+        """What the wrapper on the VM writes: its heartbeat file (written straight into the
+        emulated VM's disk, as the wrapper would)."""
+        run = (
+            Path(self.env["COLAB_EMU_HOME"]) / "vms" / endpoint / "root/content/colab-jobs/job1/run"
+        )
+        run.mkdir(parents=True, exist_ok=True)
+        at = self.clock.time() if at is None else at
+        (run / "heartbeat").write_text(json.dumps({"at": at, "phase": phase, "pid": 1}))
+
+    def owner_beats(self) -> None:
+        """The owner's lease thread: its beat, on the watchdog's (fake) clock."""
+        self.files.beat_runner(self.clock.time())
 
 
 @pytest.fixture
@@ -144,7 +160,7 @@ def step_until(wd: Watchdog, clock: FakeClock, *, until_s: float) -> list[tuple[
 
 def test_stale_busy_after_client_killed_is_stopped_after_idle_timeout_not_before(rig: Rig) -> None:
     endpoint = rig.allocate()
-    rig.files.record_endpoint(endpoint)
+    rig.files.record_endpoint(rig.name, endpoint)
     client = rig.start_client(300)
     rig.files.write_runner(Phase.RUNNING, client=ProcRef.of(client.pid))
     wd = rig.watchdog()
@@ -164,7 +180,7 @@ def test_stale_busy_after_client_killed_is_stopped_after_idle_timeout_not_before
 
 def test_uploads_slower_than_idle_timeout_are_not_stopped(rig: Rig) -> None:
     endpoint = rig.allocate()
-    rig.files.record_endpoint(endpoint)
+    rig.files.record_endpoint(rig.name, endpoint)
     rig.files.write_runner(Phase.UPLOADING)
     subprocess.run(
         [str(EMU), "faults", "set", "upload", json.dumps({"delay_s": 3})], env=rig.env, check=True
@@ -178,6 +194,7 @@ def test_uploads_slower_than_idle_timeout_are_not_stopped(rig: Rig) -> None:
     upload.start()
     acts = []
     while upload.is_alive():
+        rig.owner_beats()
         acts.append(wd.step().act)
         rig.clock.advance(IDLE_S)  # each poll, far more than the idle timeout passes
         time.sleep(0.2)
@@ -189,7 +206,7 @@ def test_uploads_slower_than_idle_timeout_are_not_stopped(rig: Rig) -> None:
 
 def test_wall_cap_stops_a_busy_session(rig: Rig) -> None:
     endpoint = rig.allocate()
-    rig.files.record_endpoint(endpoint)
+    rig.files.record_endpoint(rig.name, endpoint)
     client = rig.start_client(300)
     rig.files.write_runner(Phase.RUNNING, client=ProcRef.of(client.pid))
     wd = rig.watchdog(wall_in_s=3600)
@@ -202,7 +219,7 @@ def test_wall_cap_stops_a_busy_session(rig: Rig) -> None:
 
 def test_status_error_at_wall_cap_with_unchanged_endpoint_is_stopped(rig: Rig) -> None:
     endpoint = rig.allocate()
-    rig.files.record_endpoint(endpoint)
+    rig.files.record_endpoint(rig.name, endpoint)
     client = rig.start_client(300)
     rig.files.write_runner(Phase.RUNNING, client=ProcRef.of(client.pid))
     wd = rig.watchdog(wall_in_s=60)
@@ -216,7 +233,7 @@ def test_status_error_at_wall_cap_with_unchanged_endpoint_is_stopped(rig: Rig) -
 
 def test_status_error_at_wall_cap_with_changed_endpoint_is_not_stopped(rig: Rig) -> None:
     endpoint = rig.allocate()
-    rig.files.record_endpoint(endpoint)
+    rig.files.record_endpoint(rig.name, endpoint)
     rig.files.write_runner(Phase.RUNNING)
     wd = rig.watchdog(wall_in_s=60)
     rig.emu("reassign", "--config", str(rig.driver.config_path), rig.name)
@@ -229,22 +246,28 @@ def test_status_error_at_wall_cap_with_changed_endpoint_is_not_stopped(rig: Rig)
     assert endpoint in rig.server_sessions() and len(rig.server_sessions()) == 2
 
 
-def test_endpoint_mismatch_is_never_stopped(rig: Rig) -> None:
+def test_endpoint_mismatch_is_never_stopped_reported_once_and_handed_over(rig: Rig) -> None:
     endpoint = rig.allocate()
-    rig.files.record_endpoint(endpoint)
+    rig.files.record_endpoint(rig.name, endpoint)
     rig.files.write_runner(Phase.RUNNING)
     rig.emu("reassign", "--config", str(rig.driver.config_path), rig.name)
-    wd = rig.watchdog(wall_in_s=60)
-    acts = step_until(wd, rig.clock, until_s=IDLE_S + 120)
-    assert {a for _, a in acts} == {Act.REPORT}
+    wd = rig.watchdog(wall_in_s=3600)
+    acts = []
+    for _ in range(8):  # the owner lives: report, keep watching
+        rig.owner_beats()
+        acts.append(wd.step().act)
+        rig.clock.advance(POLL_S)
+    assert set(acts) == {Act.REPORT}
+    assert sum("NOT stopping" in e for e in rig.sink.events) == 1  # once, not every poll
+    rig.files.write_runner(Phase.DONE)
+    assert wd.step().act is Act.EXIT  # the owner is done: the janitor takes it from here
     assert len(rig.server_sessions()) == 2
-    assert any("NOT stopping" in e for e in rig.sink.events)
 
 
 def test_a_session_of_another_name_is_never_stopped(rig: Rig) -> None:
     endpoint = rig.allocate()
     other = rig.allocate("colabq-someone-else")
-    rig.files.record_endpoint(endpoint)
+    rig.files.record_endpoint(rig.name, endpoint)
     rig.files.write_runner(Phase.RUNNING)
     wd = rig.watchdog()
     acts = step_until(wd, rig.clock, until_s=IDLE_S + POLL_S)
@@ -255,10 +278,10 @@ def test_a_session_of_another_name_is_never_stopped(rig: Rig) -> None:
 def test_endpoint_is_recorded_from_the_cli_state_as_soon_as_it_appears(rig: Rig) -> None:
     rig.files.write_runner(Phase.ALLOCATING)
     wd = rig.watchdog()
-    assert wd.step().act is Act.WAIT and rig.files.endpoint() is None
+    assert wd.step().act is Act.WAIT and rig.files.endpoint(rig.name) is None
     endpoint = rig.allocate()
     wd.step()
-    assert rig.files.endpoint() == endpoint and rig.sink.endpoints == [endpoint]
+    assert rig.files.endpoint(rig.name) == endpoint and rig.sink.endpoints == [endpoint]
 
 
 def test_never_seen_assignment_is_never_touched(rig: Rig) -> None:
@@ -267,3 +290,75 @@ def test_never_seen_assignment_is_never_touched(rig: Rig) -> None:
     wd = rig.watchdog(wall_in_s=0)
     assert wd.step().act is Act.EXIT
     assert len(rig.server_sessions()) == 1
+
+
+def test_dead_client_never_starts_the_idle_timer_while_the_job_runs_on_the_vm(rig: Rig) -> None:
+    endpoint = rig.allocate()
+    rig.files.record_endpoint(rig.name, endpoint)
+    rig.files.write_runner(Phase.RUNNING)  # no client: it died
+    wd = rig.watchdog()
+    for _ in range(int(2 * IDLE_S / POLL_S)):
+        rig.vm_beat(endpoint, "running")  # the wrapper keeps beating
+        assert wd.step().act is Act.WAIT
+        rig.clock.advance(POLL_S)
+    assert rig.server_sessions() == [endpoint]
+    rig.vm_beat(endpoint, "running", at=rig.clock.time() - 600)  # the VM went silent
+    acts = step_until(wd, rig.clock, until_s=IDLE_S + POLL_S)
+    assert acts[-1][1] is Act.STOP and acts[-1][0] >= IDLE_S
+    assert rig.server_sessions() == []
+
+
+def test_a_finished_job_with_no_owner_is_stopped_at_once(rig: Rig) -> None:
+    endpoint = rig.allocate()
+    rig.files.record_endpoint(rig.name, endpoint)
+    rig.files.write_runner(Phase.RUNNING)
+    wd = rig.watchdog()
+    rig.clock.advance(120)  # the owner's beat is stale: it died
+    rig.vm_beat(endpoint, "done")
+    assert wd.step().act is Act.STOP
+    assert rig.server_sessions() == []
+
+
+def test_owner_killed_before_any_endpoint_lets_the_watchdog_exit(rig: Rig) -> None:
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    rig.files.write_runner(Phase.ALLOCATING)
+    state = rig.files.read_runner()
+    assert state is not None
+    # The owner process is gone (a pid that exited) and no `colab new` runs for this job.
+    (rig.files.root / "runner.json").write_text(
+        json.dumps({"phase": "allocating", "runner": {"pid": dead.pid, "start_ticks": 1},
+                    "client": None, "beat_at": rig.clock.time()})
+    )  # fmt: skip
+    wd = rig.watchdog()
+    assert wd.step().act is Act.EXIT
+
+
+def test_failing_status_is_reported_once_and_the_watchdog_ends_after_the_job(rig: Rig) -> None:
+    endpoint = rig.allocate()
+    rig.files.record_endpoint(rig.name, endpoint)
+    rig.files.write_runner(Phase.RUNNING)
+    wd = rig.watchdog()
+    rig.emu("faults", "set", "status", json.dumps({"http": 503}))
+    for _ in range(6):
+        rig.owner_beats()
+        assert wd.step().act is Act.WAIT
+        rig.clock.advance(POLL_S)
+    assert sum("status failed" in e for e in rig.sink.events) == 1
+    rig.files.write_runner(Phase.DONE)
+    acts = [wd.step().act for _ in range(5)]
+    assert Act.EXIT in acts
+    rig.emu("faults", "clear")
+
+
+def test_session_gone_kills_the_job_exec_clients_and_exits(rig: Rig) -> None:
+    endpoint = rig.allocate()
+    rig.files.record_endpoint(rig.name, endpoint)
+    client = rig.start_client(300)
+    rig.files.write_runner(Phase.RUNNING, client=ProcRef.of(client.pid))
+    wd = rig.watchdog()
+    assert wd.step().act is Act.WAIT
+    rig.emu("unassign", endpoint)  # preempted
+    assert wd.step().act is Act.EXIT
+    assert client.wait(timeout=10) is not None  # no exec left hanging on a dead VM
+    assert rig.files.gone(rig.name)

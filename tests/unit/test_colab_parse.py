@@ -480,7 +480,7 @@ def _call(sub: str, rc: int | None, stdout: str = "", stderr: str = "") -> CliCa
         ),
         pytest.param(
             _call("download", 1, "[colab] Download failed: File or directory not found: c/x\n"),
-            DownloadFailed,
+            RemotePathNotFound,
             "c/x",
             id="download-404",
         ),

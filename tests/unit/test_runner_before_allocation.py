@@ -58,8 +58,17 @@ class FakeColab:
     def upload(self, name: str, local: Path, remote: str) -> None:
         self.calls.append("upload")
 
-    def download(self, name: str, remote: str, local: Path) -> None:
+    def download(
+        self, name: str, remote: str, local: Path, *, timeout_s: float | None = None
+    ) -> None:
         self.calls.append("download")
+
+    def restart_kernel(self, name: str) -> None:
+        self.calls.append("restart-kernel")
+
+    def exec(self, name: str, file: Path, timeout_s: float) -> str:
+        self.calls.append("exec")
+        return ""
 
     def ls(self, name: str, path: str) -> list[str]:
         return []
@@ -110,6 +119,14 @@ CASES = [
         S.FAILED_BUDGET,
         spec={"budget_units": 50.0},
         colab={"balance": 10.0},
+    ),
+    # A zero balance with the default budget (0) and floor (0): nothing is allocated.
+    Case("balance zero, default budget", S.FAILED_BUDGET, colab={"balance": 0.0}),
+    Case(
+        "balance at the configured floor",
+        S.FAILED_BUDGET,
+        colab={"balance": 5.0},
+        settings={"budget_floor_units": 5.0},
     ),
     Case("token file mode 0644", S.FAILED, token_mode=0o644),
     Case("token file empty", S.FAILED, token_mode=0o600, token_text=""),
@@ -186,6 +203,7 @@ def test_all_checks_pass_then_the_watchdog_starts_before_allocation(tmp_path: Pa
         settings=Settings(state_dir=tmp_path / "s"), files=files, start_watchdog=start_watchdog,
         check_input=lambda uri: 1,
     )  # fmt: skip
-    with pytest.raises(AssertionError):
-        run_job(spec, "me", deps)
+    outcome = run_job(spec, "me", deps)
+    # The fake's `new` raises: even an unexpected error ends the job, never a traceback.
+    assert outcome.state is S.FAILED and "AssertionError" in outcome.reason
     assert order == ["watchdog", "new"]

@@ -37,6 +37,7 @@ from worker.colab.parse import (
     parse_local_records,
     parse_ls,
     parse_new,
+    parse_restart_kernel,
     parse_sessions,
     parse_status,
     parse_stop,
@@ -88,9 +89,13 @@ class ColabDriver(Protocol):
     def status(self, name: str) -> SessionStatus | None: ...
     def sessions(self) -> list[ServerSession]: ...
     def upload(self, name: str, local: Path, remote: str) -> None: ...
-    def download(self, name: str, remote: str, local: Path) -> None: ...
+    def download(
+        self, name: str, remote: str, local: Path, *, timeout_s: float | None = None
+    ) -> None: ...
     def ls(self, name: str, path: str) -> list[str]: ...
     def stop(self, name: str) -> StopOutcome: ...
+    def restart_kernel(self, name: str) -> None: ...
+    def exec(self, name: str, file: Path, timeout_s: float) -> str: ...
     def exec_argv(self, name: str, file: Path, timeout_s: float) -> list[str]: ...
     def exec_env(self) -> dict[str, str]: ...
     def local_record(self, name: str) -> LocalRecord | None: ...
@@ -274,10 +279,14 @@ class ColabCli:
         call = self._checked(args, self.upload_timeout_s)
         parse_upload(call.stdout, call=call)
 
-    def download(self, name: str, remote: str, local: Path) -> None:
+    def download(
+        self, name: str, remote: str, local: Path, *, timeout_s: float | None = None
+    ) -> None:
+        """Copy a VM file here (the Contents API answers while the kernel is busy). The CLI has
+        no timeout of its own here; `timeout_s` defaults to the upload budget."""
         target = local.absolute()
         args = ["download", "-s", _check_name(name), _check_remote(remote), str(target)]
-        call = self._checked(args, self.upload_timeout_s)
+        call = self._checked(args, self.upload_timeout_s if timeout_s is None else timeout_s)
         parse_download(call.stdout, call=call)
         if not target.is_file():
             raise DownloadFailed(f"colab download reported success but {target} is missing.", call)
@@ -289,6 +298,20 @@ class ColabCli:
     def stop(self, name: str) -> StopOutcome:
         call = self._checked(["stop", "-s", _check_name(name)])
         return parse_stop(call.stdout, name, call=call)
+
+    def restart_kernel(self, name: str) -> None:
+        """Restart NAME's kernel: clears a cell left running by a killed exec client (execs on
+        one kernel run one at a time). Processes that left the kernel's session, like the
+        detached wrapper, are not touched."""
+        call = self._checked(["restart-kernel", "-s", _check_name(name)])
+        parse_restart_kernel(call.stdout, call=call)
+
+    def exec(self, name: str, file: Path, timeout_s: float) -> str:
+        """Run a short cell and return its stdout. exec's own exit status says nothing about
+        the code (0 even when it raises): the caller reads its sentinels from the output."""
+        args = ["exec", "-s", _check_name(name), "--timeout", repr(float(timeout_s))]
+        call = self._checked([*args, "-f", str(file.absolute())], timeout_s + self.timeout_s)
+        return call.stdout
 
     def exec_argv(self, name: str, file: Path, timeout_s: float) -> list[str]:
         """argv of a background `colab exec -f FILE`: spawn it with `exec_env()`, stdin=/dev/null.

@@ -230,6 +230,12 @@ def parse_stop(stdout: str, name: str, *, call: CliCall | None = None) -> StopOu
     raise _unrecognised("stop", stdout, call)
 
 
+def parse_restart_kernel(stdout: str, *, call: CliCall | None = None) -> None:
+    """`restart-kernel` prints nothing on success (a sync may first report pruned records)."""
+    if _without_pruned(stdout):
+        raise _unrecognised("restart-kernel", stdout, call)
+
+
 def parse_upload(stdout: str, *, call: CliCall | None = None) -> None:
     lines = output_lines(stdout)
     if len(lines) != 1 or not _UPLOADED.fullmatch(lines[0]):
@@ -306,6 +312,7 @@ def classify_failure(call: CliCall) -> ColabError:
         ("[colab] Backend rejected accelerator", AcceleratorRejected),
         ("[colab] Upload failed:", UploadFailed),
         ("[colab] Local file '", UploadFailed),
+        ("[colab] Download failed: File or directory not found:", RemotePathNotFound),
         ("[colab] Download failed:", DownloadFailed),
         ("[colab] Error: File or directory not found:", RemotePathNotFound),
     )

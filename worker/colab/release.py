@@ -45,19 +45,31 @@ def release_session(
     attempts: int = 5,
     backoff_s: float = 2.0,
 ) -> ReleaseOutcome:
-    """Stop `name` if it is still ours at `endpoint`, retrying failed stops; verify it is gone."""
+    """Stop `name` if it is still ours at `endpoint`, retrying failed stops; verify it is gone.
+
+    The first attempt checks ownership against the CLI's own record (the endpoint `colab stop`
+    would unassign) and stops at once: billing ends a status call sooner. Later attempts ask
+    `colab status` first, which also prunes a record whose VM is already gone."""
     last: Exception | None = None
     stopped = False
     for attempt in range(attempts):
         try:
-            seen = driver.status(name)
-            if seen is None:
+            if attempt == 0 and not stopped:
+                rec = driver.local_record(name)
+                seen_endpoint = rec.endpoint if rec is not None else None
+            else:
+                st = driver.status(name)
+                seen_endpoint = st.endpoint if st is not None else None
+            if seen_endpoint is None:
+                # No record: stopped, pruned by a sync that saw the VM gone, or never written.
                 return ReleaseOutcome.STOPPED if stopped else ReleaseOutcome.ALREADY_GONE
-            if seen.endpoint != endpoint:
-                raise EndpointMismatch(name, endpoint, seen.endpoint)
+            if seen_endpoint != endpoint:
+                raise EndpointMismatch(name, endpoint, seen_endpoint)
             log(f"stopping {name} at {endpoint}")
             driver.stop(name)
             stopped = True
+            if driver.status(name) is None:
+                return ReleaseOutcome.STOPPED
         except ColabError as exc:
             last = exc
             log(f"stop attempt {attempt + 1} failed: {exc}")

@@ -34,8 +34,110 @@ RUNTIME_FIELDS = frozenset(
         "worker",
         "outcome",
         "phase",
+        # The wall cap's deadline (epoch s), fixed when the job is first claimed: every later
+        # owner (a restarted worker, an adopter on another host) enforces the same one.
+        "wall_deadline_at",
+        # What the job ends as once its session is verified gone (written when RELEASING
+        # begins, so an owner that dies mid-release leaves its successor the outcome).
+        "pending_outcome",
+        "pending_reason",
+        # Restarts after a lost VM: the current segment (0 first) and the restarts so far.
+        "segment",
+        "restarts",
+        # Where the current owner runs (for people and for a restarted worker's adoption).
+        "owner_host",
+        # The job's sentinel nonce (not a secret: it tells colabq's lines from the job's own),
+        # so that any later owner can read the wrapper's console.
+        "nonce",
     }
 )
+
+# Forward a batch of the VM's console lines to the job's log stream and record how far it got,
+# in one atomic step. Each item carries the byte offset just past it in the VM's console log;
+# an item at or before the recorded offset was forwarded already (a retried batch, a client
+# that re-attached) and is skipped: every line reaches the stream exactly once. A client of an
+# older segment (its VM was lost and a new one started) changes nothing.
+# KEYS: watch hash, log stream. ARGV: segment, maxlen, then (end offset, kind, payload)...
+# kinds: l = a line; s = a sentinel "WHAT=value"; e = the attach's end. A line moves the offset
+# strictly forward; a sentinel or an end may sit at the offset already recorded (the attach's own
+# markers take no bytes), and applying one twice changes nothing.
+_FORWARD = """
+local seg = redis.call('HGET', KEYS[1], 'segment') or '0'
+if seg ~= ARGV[1] then return -1 end
+local cur = tonumber(redis.call('HGET', KEYS[1], 'log_offset') or '0')
+for i = 3, #ARGV, 3 do
+  local pos = tonumber(ARGV[i])
+  local kind = ARGV[i + 1]
+  if pos > cur or (kind ~= 'l' and pos >= cur) then
+    if kind == 'l' then
+      redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[2], '*', 'line', ARGV[i + 2],
+                 'stream', 'out')
+    else
+      local text = ARGV[i + 2]
+      local eq = string.find(text, '=', 1, true)
+      if eq then
+        redis.call('HSET', KEYS[1], 'exec_' .. string.lower(string.sub(text, 1, eq - 1)),
+                   string.sub(text, eq + 1))
+      end
+    end
+    cur = pos
+  end
+end
+redis.call('HSET', KEYS[1], 'log_offset', cur)
+return cur
+"""
+
+# Start segment N of a job (its first, or a restart): the VM's console log starts again at 0
+# and the previous segment's sentinels are cleared. Only the job's owner may do it.
+# KEYS: job hash, watch hash. ARGV: owner, segment.
+_START_SEGMENT = """
+if redis.call('HGET', KEYS[1], 'owner') ~= ARGV[1] then return 0 end
+local fields = redis.call('HKEYS', KEYS[2])
+for _, f in ipairs(fields) do
+  if string.sub(f, 1, 5) == 'exec_' then redis.call('HDEL', KEYS[2], f) end
+end
+redis.call('HSET', KEYS[2], 'segment', ARGV[2], 'log_offset', '0')
+return 1
+"""
+
+# Renew a lease: extend the lock if we hold it; take it back if it expired (an outage longer
+# than the lease) while the job still names us its owner. Anything else means we lost it.
+# KEYS: lock, job hash, leases zset. ARGV: owner, ttl ms, lease expiry (epoch s), job id.
+_RENEW = """
+local cur = redis.call('GET', KEYS[1])
+if cur == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+elseif (not cur) and redis.call('HGET', KEYS[2], 'owner') == ARGV[1] then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+else
+  return 0
+end
+redis.call('ZADD', KEYS[3], ARGV[3], ARGV[4])
+return 1
+"""
+
+
+# Take over a job from an owner known to be dead (its process is gone from this host): the
+# lock, if it is free or still that owner's, and the ownership. KEYS: lock, job hash, leases.
+# ARGV: old owner, new owner, ttl ms, lease expiry, job id.
+_TAKE_OVER = """
+if redis.call('HGET', KEYS[2], 'owner') ~= ARGV[1] then return 0 end
+local cur = redis.call('GET', KEYS[1])
+if cur and cur ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+redis.call('HSET', KEYS[2], 'owner', ARGV[2])
+redis.call('ZADD', KEYS[3], ARGV[4], ARGV[5])
+return 1
+"""
+
+
+@dataclass(frozen=True)
+class ForwardItem:
+    """One thing read from the VM's console log, with the byte offset just past it."""
+
+    end_offset: int
+    kind: str  # "l" line, "s" sentinel ("WHAT=value"), "e" the attach's end
+    payload: str
 
 
 @dataclass(frozen=True)
@@ -73,6 +175,10 @@ class Ledger:
         self.clock = clock
         self.keys = keys
         self.log_maxlen = log_maxlen
+        self._forward = client.register_script(_FORWARD)
+        self._start_segment = client.register_script(_START_SEGMENT)
+        self._renew = client.register_script(_RENEW)
+        self._take_over = client.register_script(_TAKE_OVER)
 
     # --- creation and reading ---------------------------------------------------------------
 
@@ -162,19 +268,11 @@ class Ledger:
         return ok
 
     def renew(self, job_id: str, owner: str, ttl_s: float) -> bool:
-        """Heartbeat: extend the lease if we still hold the lock."""
-        lock = self.keys.lock(job_id)
-
-        def txn(pipe: Any) -> bool:
-            cur = pipe.get(lock)
-            if cur is None or cur.decode() != owner:
-                return False
-            pipe.multi()
-            pipe.pexpire(lock, int(ttl_s * 1000))
-            pipe.zadd(self.keys.leases(), {job_id: self.clock.time() + ttl_s})
-            return True
-
-        return self._watch(txn, lock)
+        """Heartbeat: extend the lease if we still hold it (or take back a lock that expired
+        during an outage while the job still names us). False: someone else owns the job."""
+        expiry = self.clock.time() + ttl_s
+        keys = [self.keys.lock(job_id), self.keys.job(job_id), self.keys.leases()]
+        return bool(self._renew(keys=keys, args=[owner, int(ttl_s * 1000), expiry, job_id]))
 
     def release_lock(self, job_id: str, owner: str) -> None:
         self._delete_if_holder(self.keys.lock(job_id), owner, also=job_id)
@@ -191,8 +289,18 @@ class Ledger:
         ownership. False if someone holds the lock (the owner came back, or another adopter)."""
         if not self.r.set(self.keys.lock(job_id), new_owner, nx=True, px=int(ttl_s * 1000)):
             return False
-        self.r.hset(self.keys.job(job_id), "owner", new_owner)
+        pipe = self.r.pipeline(transaction=True)
+        pipe.hset(self.keys.job(job_id), "owner", new_owner)
+        pipe.zadd(self.keys.leases(), {job_id: self.clock.time() + ttl_s})
+        pipe.execute()
         return True
+
+    def take_over(self, job_id: str, old_owner: str, new_owner: str, ttl_s: float) -> bool:
+        """Become the owner of a job whose owner is provably dead (not just silent)."""
+        keys = [self.keys.lock(job_id), self.keys.job(job_id), self.keys.leases()]
+        expiry = self.clock.time() + ttl_s
+        args: list[str | int | float] = [old_owner, new_owner, int(ttl_s * 1000), expiry, job_id]
+        return bool(self._take_over(keys=keys, args=args))
 
     def try_janitor_lock(self, token: str, ttl_s: float) -> bool:
         """One janitor pass at a time, whatever runs beat (set-if-absent with expiry)."""
@@ -238,6 +346,9 @@ class Ledger:
             src = JobState(raw[b"state"].decode())
             if raw.get(b"owner", b"").decode() != owner:
                 raise StaleOwner(job_id)
+            if src is dst and raw.get(b"reason", b"").decode() == reason:
+                # This very transition, applied by an attempt whose reply an outage lost.
+                return
             if not can_transition(src, dst):
                 raise IllegalTransition(job_id, src.value, dst.value)
             pipe.multi()
@@ -274,6 +385,23 @@ class Ledger:
     def read_watch(self, job_id: str) -> dict[str, str]:
         raw = self.r.hgetall(self.keys.watch(job_id))
         return {k.decode(): v.decode() for k, v in raw.items()}
+
+    # --- the VM's console, forwarded by the attach client -----------------------------------
+
+    def forward(self, job_id: str, segment: int, items: list[ForwardItem]) -> int:
+        """Append `items` past the recorded offset, atomically with the offset itself; returns
+        the offset now recorded, or -1 if `segment` is not the job's current one."""
+        args: list[str | int] = [str(segment), self.log_maxlen]
+        for it in items:
+            args += [it.end_offset, it.kind, it.payload]
+        keys = [self.keys.watch(job_id), self.keys.log(job_id)]
+        return int(self._forward(keys=keys, args=args))
+
+    def start_segment(self, job_id: str, owner: str, segment: int) -> None:
+        """Reset the console offset and the VM's sentinels for segment `segment` (as owner)."""
+        keys = [self.keys.job(job_id), self.keys.watch(job_id)]
+        if not self._start_segment(keys=keys, args=[owner, str(segment)]):
+            raise StaleOwner(job_id)
 
     # --- cancel flag ------------------------------------------------------------------------
 

@@ -1,208 +1,294 @@
-"""The background `colab exec` client: runs the driver on the VM and streams its output to Redis.
+"""The attach client: a background process on the worker host that follows the job's console on
+the VM and forwards it to the job's Redis stream, every line exactly once.
 
-Spawned by the runner in its own session, so it outlives the worker process (a worker crash must
-not cost the training run). It forwards each output line to the job's log stream as it arrives,
-reads the wrapper's sentinels (`__COLABQ_<nonce>_<WHAT>__=<value>`) and, when `colab exec`
-returns, writes what it saw to a result file that the runner (or a restarted worker) reads.
+    python -m worker.session.attach JOB_DIR
 
-    python -m worker.session.attach --job ID --nonce N --result PATH -- colab --config … exec …
+It reads `attach.json` (session, nonce, segment, CLI, timeout) from the job folder and the
+recorded console offset from Redis, writes the attach cell for that offset, and runs
+`colab exec -f` on it as its own child, in its own process group (the owner ends both with one
+`killpg`). A reader thread turns the cell's framed lines into items; the main thread forwards
+them in batches, each batch with the offset it reaches in one atomic Redis step, so a client that
+dies at any moment leaves an offset the next one resumes from. Through a Redis outage the batch
+is retried with backoff while the reader keeps reading. A gap in the offsets (output lost on the
+way) or a newer segment ends it: the owner attaches again from the recorded offset.
+
+Exit status: 0 once the cell's end was recorded; 1 otherwise (the owner decides what next).
+Nothing here ever stops a session or touches the job: the run lives on the VM.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import re
-import signal
+import queue
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO
 
-from worker.session.jobfiles import ProcRef
+from worker.records.ledger import ForwardItem, Ledger
+from worker.session.plan import attach_source
 
-_SENTINEL = re.compile(r"^__COLABQ_(?P<nonce>[0-9a-f]+)_(?P<what>[A-Z_]+)__=(?P<value>.*)$")
-
-
-def parse_sentinel(line: str, nonce: str) -> tuple[str, str] | None:
-    m = _SENTINEL.match(line.strip())
-    if not m or m["nonce"] != nonce:
-        return None
-    return m["what"], m["value"]
+BATCH_MAX = 1000  # items per Redis round trip
+BATCH_WAIT_S = 0.05  # how long a batch waits for more lines before it goes
+PROGRESS_FILE = "attach-progress.json"
 
 
-@dataclass
-class ExecResult:
-    """What the exec client saw. `sentinels` maps WHAT -> value (EXIT, FINAL_UPLOAD, ...)."""
+@dataclass(frozen=True)
+class AttachSpec:
+    """What one attach client needs; written by the owner, read by the client."""
 
-    exec_rc: int | None = None
-    sentinels: dict[str, str] = field(default_factory=dict)
-    error: str = ""
-    after_release: list[str] = field(default_factory=list)
-    sentinel_at: dict[str, float] = field(default_factory=dict)  # when each arrived (epoch s)
-
-    @property
-    def exit_code(self) -> int | None:
-        v = self.sentinels.get("EXIT")
-        return int(v) if v is not None and v.lstrip("-").isdigit() else None
+    job_id: str
+    session: str
+    nonce: str
+    segment: int
+    colab_bin: str
+    config_path: str
+    timeout_s: float  # the attach cell's `--timeout`: what is left of the wall cap, and more
 
     def dump(self, path: Path) -> None:
-        tmp = path.with_suffix(".tmp")
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         tmp.write_text(json.dumps(asdict(self)))
         os.replace(tmp, path)
 
     @classmethod
-    def load(cls, path: Path) -> ExecResult | None:
+    def load(cls, path: Path) -> AttachSpec:
+        return cls(**json.loads(path.read_text()))
+
+
+@dataclass
+class AttachResult:
+    """What the client saw, for the owner's log and for people."""
+
+    exec_rc: int | None = None
+    end_recorded: bool = False
+    gap: str = ""
+    stale: bool = False
+    error: str = ""
+    offset: int = 0
+    chatter: list[str] = field(default_factory=list)
+
+    def dump(self, path: Path) -> None:
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(asdict(self)))
+        os.replace(tmp, path)
+
+    @classmethod
+    def load(cls, path: Path) -> AttachResult | None:
         try:
-            d = json.loads(path.read_text())
-        except (OSError, ValueError):
+            return cls(**json.loads(path.read_text()))
+        except (OSError, ValueError, TypeError):
             return None
-        return cls(
-            exec_rc=d.get("exec_rc"),
-            sentinels=d.get("sentinels", {}),
-            error=d.get("error", ""),
-            after_release=d.get("after_release", []),
-            sentinel_at=d.get("sentinel_at", {}),
-        )
 
 
-def _pump(
+@dataclass(frozen=True)
+class Framed:
+    start: int
+    item: ForwardItem
+
+
+def parse_framed(line: str, nonce: str) -> Framed | None:
+    """`@<nonce>:<start>:<end>:<kind>:<text>` -> the item; None for anything else (the CLI's
+    own chatter)."""
+    head = f"@{nonce}:"
+    if not line.startswith(head):
+        return None
+    parts = line[len(head) :].split(":", 3)
+    if len(parts) != 4 or parts[2] not in ("l", "s", "e"):
+        return None
+    try:
+        start, end = int(parts[0]), int(parts[1])
+    except ValueError:
+        return None
+    return Framed(start, ForwardItem(end, parts[2], parts[3]))
+
+
+class Forwarder:
+    """Sends items to Redis in order, checking offsets are contiguous."""
+
+    def __init__(self, ledger: Ledger, spec: AttachSpec, offset: int, retry_s: float) -> None:
+        self.ledger, self.spec = ledger, spec
+        self.expected = offset
+        self.retry_s = retry_s
+        self.result = AttachResult(offset=offset)
+
+    def accept(self, framed: Framed) -> bool:
+        """False when the item does not start where the last one ended: output was lost."""
+        if framed.start != self.expected:
+            self.result.gap = f"expected offset {self.expected}, got {framed.start}"
+            return False
+        self.expected = framed.item.end_offset
+        return True
+
+    def send(self, items: list[ForwardItem]) -> bool:
+        """Forward one batch, retrying through an outage; False if this client is stale (a
+        newer segment) or Redis stayed away past the retry budget."""
+        deadline = time.monotonic() + self.retry_s
+        delay = 0.1
+        while True:
+            try:
+                got = self.ledger.forward(self.spec.job_id, self.spec.segment, items)
+            except Exception as exc:  # Redis away: the lines stay re-readable on the VM
+                if time.monotonic() >= deadline:
+                    self.result.error = f"Redis unreachable for {self.retry_s:.0f}s: {exc}"
+                    return False
+                time.sleep(delay)
+                delay = min(delay * 2, 2.0)
+                continue
+            if got < 0:
+                self.result.stale = True
+                return False
+            self.result.offset = got
+            if any(it.kind == "e" for it in items):
+                self.result.end_recorded = True
+            return True
+
+
+class Progress:
+    """What this client has received from the cell (whatever Redis does), in a local file the
+    owner reads: a client alive but receiving nothing while the VM's console grows has lost its
+    connection (a real `colab exec` then waits for its `--timeout`)."""
+
+    def __init__(self, path: Path, offset: int) -> None:
+        self.path, self.received, self.written_at = path, offset, 0.0
+        self.write(force=True)
+
+    def update(self, offset: int) -> None:
+        self.received = offset
+        self.write()
+
+    def write(self, *, force: bool = False) -> None:
+        now = time.time()
+        if force or now - self.written_at >= 0.5:
+            self.written_at = now
+            data = {"pid": os.getpid(), "received": self.received, "at": now}
+            tmp = self.path.with_name(f".{self.path.name}.tmp")
+            tmp.write_text(json.dumps(data))
+            os.replace(tmp, self.path)
+
+
+def read_progress(path: Path) -> tuple[int, int, float] | None:
+    """(client pid, bytes received up to, when) from a client's progress file."""
+    try:
+        d = json.loads(path.read_text())
+        return int(d["pid"]), int(d["received"]), float(d["at"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _read(
     pipe: IO[bytes],
-    stream: str,
     nonce: str,
-    result: ExecResult,
-    emit: LineSink,
-    lock: threading.Lock,
+    out: queue.Queue[Framed | None],
+    chatter: list[str],
+    progress: Progress,
 ) -> None:
     for raw in iter(pipe.readline, b""):
-        line = raw.decode(errors="replace").rstrip("\n")
-        hit = parse_sentinel(line, nonce)
-        with lock:
-            if hit:
-                result.sentinels[hit[0]] = hit[1]
-                result.sentinel_at[hit[0]] = time.time()
-            elif "SELF_RELEASE" in result.sentinels and stream == "err":
-                # The VM released itself after a verified final upload: colab exec's
-                # "connection lost" traceback is expected, not the job's output.
-                result.after_release.append(line)
-            else:
-                emit(line, stream)
+        line = raw.decode("utf-8", errors="replace").rstrip("\n")
+        framed = parse_framed(line, nonce)
+        if framed is None:
+            if line.strip():
+                chatter.append(line[:500])
+                print(f"colab exec: {line}", file=sys.stderr, flush=True)
+        else:
+            progress.update(framed.item.end_offset)
+            out.put(framed)
+    progress.write(force=True)
+    out.put(None)
 
 
-class LineSink:
-    """Sends lines to the job's Redis stream; falls back to stderr if Redis is unreachable."""
-
-    def __init__(self, job_id: str) -> None:
-        from worker.deps import build_ledger
-        from worker.settings import load_settings
-
-        self.job_id = job_id
-        self.ledger = build_ledger(load_settings())
-
-    def record(self, result: ExecResult) -> None:
-        """What a janitor on another host needs to settle the job if this worker dies."""
-        fields = {f"exec_{k.lower()}": v for k, v in result.sentinels.items()}
-        fields["exec_done_at"] = repr(time.time())
-        try:
-            self.ledger.record_watch(self.job_id, fields)
-        except Exception as exc:
-            print(f"colabq execclient: recording the result failed ({exc})", file=sys.stderr)
-
-    def __call__(self, line: str, stream: str) -> None:
-        try:
-            self.ledger.append_log(self.job_id, line, stream)
-        except Exception as exc:  # the run must go on even if Redis blips
-            print(f"colabq execclient: log append failed ({exc}): {line}", file=sys.stderr)
+def _drain_stderr(pipe: IO[bytes], result: AttachResult) -> None:
+    for raw in iter(pipe.readline, b""):
+        line = raw.decode("utf-8", errors="replace").rstrip()
+        if line.strip():
+            result.error = line.strip()[:500]
+            print(f"colab exec (stderr): {line}", file=sys.stderr, flush=True)
 
 
-def run(argv: list[str], nonce: str, result_path: Path, emit: LineSink) -> ExecResult:
-    result = ExecResult()
-    lock = threading.Lock()
+def follow(
+    spec: AttachSpec, ledger: Ledger, job_dir: Path, env: dict[str, str], retry_s: float
+) -> AttachResult:
+    offset = int(ledger.read_watch(spec.job_id).get("log_offset", "0") or 0)
+    cell = job_dir / f"attach-{spec.segment}-{offset}.py"
+    cell.write_text(attach_source(spec.job_id, spec.nonce, offset))
+    fwd = Forwarder(ledger, spec, offset, retry_s)
+    argv = [
+        spec.colab_bin, "--config", spec.config_path, "exec", "-s", spec.session,
+        "--timeout", repr(float(spec.timeout_s)), "-f", str(cell),
+    ]  # fmt: skip
     try:
         proc = subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
         )
     except OSError as exc:
-        result.error = f"cannot start colab exec: {exc}"
-        result.dump(result_path)
-        return result
+        fwd.result.error = f"cannot start colab exec: {exc}"
+        return fwd.result
     assert proc.stdout is not None and proc.stderr is not None
-    threads = [
-        threading.Thread(target=_pump, args=(proc.stdout, "out", nonce, result, emit, lock)),
-        threading.Thread(target=_pump, args=(proc.stderr, "err", nonce, result, emit, lock)),
-    ]
-    for t in threads:
-        t.start()
-    result.exec_rc = proc.wait()
-    for t in threads:
-        t.join()
-    if result.after_release:
-        last = result.after_release[-1].strip()
-        emit(f"[colabq] the VM released itself; colab exec ended with: {last}", "colabq")
-    result.dump(result_path)
-    return result
+    items: queue.Queue[Framed | None] = queue.Queue()
+    progress = Progress(job_dir / PROGRESS_FILE, offset)
+    reader = threading.Thread(
+        target=_read,
+        args=(proc.stdout, spec.nonce, items, fwd.result.chatter, progress),
+        daemon=True,
+    )
+    errs = threading.Thread(target=_drain_stderr, args=(proc.stderr, fwd.result), daemon=True)
+    reader.start()
+    errs.start()
+    ok = _forward_all(items, fwd)
+    if (not ok or fwd.result.end_recorded) and proc.poll() is None:
+        # Done, or nothing more can be forwarded: the cell has no reason to go on.
+        proc.kill()
+    fwd.result.exec_rc = proc.wait()
+    errs.join(timeout=5)
+    return fwd.result
 
 
-class ExecProcess:
-    """The handle the runner keeps on the background exec client."""
-
-    def __init__(self, pid: int, popen: subprocess.Popen[bytes] | None = None) -> None:
-        self.pid = pid
-        self.popen = popen
-        self.ref = ProcRef.of(pid)
-
-    def alive(self) -> bool:
-        if self.popen is not None:
-            return self.popen.poll() is None
-        return bool(self.ref and self.ref.alive())
-
-    def wait(self, timeout_s: float) -> bool:
-        """Block up to `timeout_s` for the client to exit (returns at once when it does)."""
-        if self.popen is not None:
-            try:
-                self.popen.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                return False
+def _forward_all(items: queue.Queue[Framed | None], fwd: Forwarder) -> bool:
+    """Forward until the cell's end, the stream's end, a gap or a stale segment."""
+    finished = False
+    while not finished:
+        first = items.get()
+        if first is None:
             return True
-        return not self.alive()
-
-    def kill(self) -> None:
-        if self.alive():
-            os.kill(self.pid, signal.SIGKILL)
-            if self.popen is not None:
-                self.popen.wait(timeout=10)
-
-
-Spawner = Callable[[list[str], Path, Mapping[str, str]], ExecProcess]
-
-
-def spawn_detached(argv: list[str], log_path: Path, env: Mapping[str, str]) -> ExecProcess:
-    """Start the exec client in its own session so it outlives this worker process."""
-    with open(log_path, "ab") as log:
-        proc = subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=dict(env),
-            start_new_session=True,
-        )  # fmt: skip
-    return ExecProcess(proc.pid, proc)
+        batch: list[Framed] = [first]
+        deadline = time.monotonic() + BATCH_WAIT_S
+        while len(batch) < BATCH_MAX:
+            try:
+                nxt = items.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                break
+            if nxt is None:
+                finished = True
+                break
+            batch.append(nxt)
+        good: list[ForwardItem] = []
+        for framed in batch:
+            if not fwd.accept(framed):
+                finished = True
+                break
+            good.append(framed.item)
+        if good and not fwd.send(good):
+            return False
+        if fwd.result.end_recorded or fwd.result.gap:
+            return not fwd.result.gap
+    return True
 
 
 def main(args: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="worker.session.attach")
-    p.add_argument("--job", required=True)
-    p.add_argument("--nonce", required=True)
-    p.add_argument("--result", required=True, type=Path)
-    p.add_argument("argv", nargs=argparse.REMAINDER)
-    a = p.parse_args(args)
-    argv = a.argv[1:] if a.argv[:1] == ["--"] else a.argv
-    sink = LineSink(a.job)
-    res = run(argv, a.nonce, a.result, sink)
-    sink.record(res)
-    return 0 if res.exec_rc is not None else 1
+    argv = sys.argv[1:] if args is None else args
+    job_dir = Path(argv[0])
+    from worker.deps import build_ledger
+    from worker.settings import load_settings
+
+    settings = load_settings()
+    spec = AttachSpec.load(job_dir / "attach.json")
+    ledger = build_ledger(settings)
+    result = follow(spec, ledger, job_dir, dict(os.environ), settings.redis_retry_s)
+    result.dump(job_dir / "attach-result.json")
+    return 0 if result.end_recorded else 1
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 """Pre-allocation checks on the worker host (invariant 1): nothing billable happens before these.
 
 The job script is written to the job's folder and must pass `bash -n`; the bundled wrapper must
-too; the generated driver must compile; `colab version` must be the one colabq speaks; the balance
-must cover the job's budget (colabq never buys units).
+too; the cells sent to the kernel must compile; `colab version` must be the one colabq speaks;
+the balance must be above the floor and cover the job's budget (colabq never buys units).
 """
 
 from __future__ import annotations
@@ -22,7 +22,11 @@ def bash_syntax_error(path: Path) -> str | None:
     return None if res.returncode == 0 else (res.stderr.strip() or f"bash -n exit {res.returncode}")
 
 
-def check_job_files(spec: JobSpec, workdir: Path, vm_dir: Path, driver_source: str) -> None:
+def check_job_files(spec: JobSpec, workdir: Path, vm_dir: Path, launch_source: str) -> None:
+    """The script passes `bash -n`, the bundled wrapper too, and the cells sent to the kernel
+    compile (the launch cell as built for this job, the attach cell's template)."""
+    from worker.session.plan import attach_source
+
     workdir.mkdir(parents=True, exist_ok=True)
     script = workdir / "colab-user-job.sh"
     script.write_text(spec.script)
@@ -32,11 +36,11 @@ def check_job_files(spec: JobSpec, workdir: Path, vm_dir: Path, driver_source: s
         raise SpecError("script", f"bash -n failed: {err}")
     if err := bash_syntax_error(vm_dir / "colab-job.sh"):
         raise SpecError("wrapper", f"the bundled wrapper fails bash -n: {err}")
-    try:
-        compile(driver_source, "driver.py", "exec")
-    except SyntaxError as exc:
-        raise SpecError("driver", f"the generated driver does not compile: {exc}") from None
-    (workdir / "driver.py").write_text(driver_source)
+    for name, source in (("launch", launch_source), ("attach", attach_source("j", "n", 0))):
+        try:
+            compile(source, f"{name}.py", "exec")
+        except SyntaxError as exc:
+            raise SpecError(name, f"the generated {name} cell does not compile: {exc}") from None
 
 
 def check_cli_version(driver: ColabDriver, expected: str) -> None:
@@ -45,10 +49,12 @@ def check_cli_version(driver: ColabDriver, expected: str) -> None:
         raise ColabVersionMismatch(f"colab version is {got!r}; colabq needs exactly {expected}.")
 
 
-def check_budget(driver: ColabDriver, budget_units: float) -> float:
+def check_budget(driver: ColabDriver, budget_units: float, floor_units: float = 0.0) -> float:
+    """The balance, if it is above the floor and covers the job's budget (a zero balance with the
+    default budget refuses: colabq never allocates on an empty account)."""
     usage = driver.usage()
-    if usage.balance_units < budget_units:
-        raise BudgetExceeded(usage.balance_units, budget_units)
+    if usage.balance_units <= floor_units or usage.balance_units < budget_units:
+        raise BudgetExceeded(usage.balance_units, budget_units, floor_units)
     return usage.balance_units
 
 

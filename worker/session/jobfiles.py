@@ -2,34 +2,41 @@
 client, so that any of them can die and the others (or a restarted worker) carry on.
 
     <state_dir>/jobs/<job>/
-        watch.json          what the watchdog enforces (written once, before it starts)
-        runner.json         the runner's phase and the exec client's pid (rewritten atomically)
-        endpoint            the assigned endpoint, recorded the moment it is seen (fsynced)
+        watch.json          what the watchdog enforces (written before it starts; re-read each
+                            poll, so a new segment or owner updates it)
+        runner.json         the owner's phase, its beat and the attach client (atomic rewrites)
+        endpoints/<name>    each session's endpoint, recorded the moment it is seen (fsynced)
         watchdog.json       the watchdog's pid and heartbeat
-        exec-result.json    what the exec client saw (sentinels, exit status)
+        gone.json           the watchdog verified the session gone (and killed its clients)
+        attach.json         what the current attach client reads: session, nonce, segment
+        attach-result.json  what the last attach client saw when it ended
         colab-sessions.json the colab CLI's own state for this job (its --config)
         results/            results recovered from a retained VM
 
-Writes are atomic (temp file + rename) so a reader never sees half a file.
+Writes are atomic (temp file + rename) so a reader never sees half a file; only the endpoint,
+which a lost write would cost a VM, is fsynced.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass
+import threading
+import time
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from worker.session.watchpolicy import Phase
 
 
-def write_json(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+def write_json(path: Path, data: dict[str, Any], *, fsync: bool = False) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     with open(tmp, "w") as f:
         json.dump(data, f)
-        f.flush()
-        os.fsync(f.fileno())
+        if fsync:
+            f.flush()
+            os.fsync(f.fileno())
     os.replace(tmp, path)
 
 
@@ -78,6 +85,11 @@ class WatchSpec:
     idle_timeout_s: float
     poll_s: float
     remote_job_dir: str  # where the wrapper keeps logs and results on the VM
+    # The VM heartbeat: where it is, and how old it may be and still mean "the job runs".
+    heartbeat_path: str = ""
+    heartbeat_stale_s: float = 60.0
+    # The owner's beat in runner.json older than this: its phase no longer counts as busy.
+    owner_stale_s: float = 30.0
 
 
 @dataclass(frozen=True)
@@ -85,6 +97,7 @@ class RunnerState:
     phase: Phase
     runner: ProcRef | None
     client: ProcRef | None
+    beat_at: float = 0.0  # the owner's last sign of life (its lease thread, while it runs)
 
 
 class JobFiles:
@@ -100,8 +113,12 @@ class JobFiles:
         return self.root / "colab-sessions.json"
 
     @property
-    def exec_result(self) -> Path:
-        return self.root / "exec-result.json"
+    def attach_spec(self) -> Path:
+        return self.root / "attach.json"
+
+    @property
+    def attach_result(self) -> Path:
+        return self.root / "attach-result.json"
 
     @property
     def results(self) -> Path:
@@ -114,7 +131,7 @@ class JobFiles:
     # --- watch spec -------------------------------------------------------------------------
 
     def write_watch(self, spec: WatchSpec) -> None:
-        write_json(self.root / "watch.json", asdict(spec))
+        write_json(self.root / "watch.json", asdict(spec), fsync=True)
 
     def read_watch(self) -> WatchSpec | None:
         d = read_json(self.root / "watch.json")
@@ -122,16 +139,29 @@ class JobFiles:
 
     # --- runner state -----------------------------------------------------------------------
 
-    def write_runner(self, phase: Phase, *, client: ProcRef | None = None) -> None:
+    def write_runner(
+        self, phase: Phase, *, client: ProcRef | None = None, clear_client: bool = False
+    ) -> None:
         cur = self.read_runner()
-        client = client or (cur.client if cur else None)
+        if not clear_client:
+            client = client or (cur.client if cur else None)
         me = ProcRef.of(os.getpid())
+        self._write_runner(RunnerState(phase, me, None if clear_client else client, time.time()))
+
+    def beat_runner(self, at: float) -> None:
+        """The owner is alive and acting: refresh its beat, keeping phase and client."""
+        cur = self.read_runner()
+        if cur is not None:
+            self._write_runner(replace(cur, beat_at=at))
+
+    def _write_runner(self, st: RunnerState) -> None:
         write_json(
             self.root / "runner.json",
             {
-                "phase": phase.value,
-                "runner": asdict(me) if me else None,
-                "client": asdict(client) if client else None,
+                "phase": st.phase.value,
+                "runner": asdict(st.runner) if st.runner else None,
+                "client": asdict(st.client) if st.client else None,
+                "beat_at": st.beat_at,
             },
         )
 
@@ -143,26 +173,39 @@ class JobFiles:
             Phase(d["phase"]),
             ProcRef(**d["runner"]) if d.get("runner") else None,
             ProcRef(**d["client"]) if d.get("client") else None,
+            float(d.get("beat_at") or 0.0),
         )
 
-    # --- endpoint ---------------------------------------------------------------------------
+    # --- endpoints --------------------------------------------------------------------------
 
-    def record_endpoint(self, endpoint: str) -> None:
-        path = self.root / "endpoint"
+    def record_endpoint(self, session: str, endpoint: str) -> None:
+        """Write once, fsynced: the endpoint is how a session is found and stopped later."""
+        path = self.root / "endpoints" / session
         if path.exists():
             return
-        tmp = self.root / f".endpoint.{os.getpid()}.tmp"
+        path.parent.mkdir(exist_ok=True)
+        tmp = path.with_name(f".{session}.{os.getpid()}.tmp")
         with open(tmp, "w") as f:
             f.write(endpoint)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
 
-    def endpoint(self) -> str | None:
+    def endpoint(self, session: str) -> str | None:
         try:
-            return (self.root / "endpoint").read_text().strip() or None
+            return (self.root / "endpoints" / session).read_text().strip() or None
         except OSError:
             return None
+
+    # --- what the watchdog found ------------------------------------------------------------
+
+    def mark_gone(self, session: str, at: float) -> None:
+        """The watchdog verified the session gone (whoever ended it)."""
+        write_json(self.root / "gone.json", {"session": session, "at": at})
+
+    def gone(self, session: str) -> bool:
+        d = read_json(self.root / "gone.json")
+        return bool(d and d.get("session") == session)
 
     # --- watchdog ---------------------------------------------------------------------------
 

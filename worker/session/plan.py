@@ -1,70 +1,122 @@
-"""What colabq sends to the VM for one job: the files, where they go, and the driver's code.
+"""What colabq sends to the VM for one job: the one bundle it uploads, the launch cell that starts
+the wrapper detached, and the attach cell that follows its console.
 
-Pure: built from the spec, the settings and the job's sentinel nonce; the runner uploads and
-executes what this returns. Paths on the VM are under /content, the kernel's working directory
-on Colab and in the emulator alike; the driver expands `{content}` from its own cwd.
+Pure: built from the spec, the settings, the job's sentinel nonce and the segment; the runner
+uploads and executes what this returns. Paths on the VM are under /content, the kernel's working
+directory on Colab and in the emulator alike; the cells expand `{content}` from their own cwd.
 """
 
 from __future__ import annotations
 
+import io
 import json
+import os
+import tarfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from worker.settings import Settings
 from worker.spec import JobSpec
 
 VM_DIR = Path(__file__).parents[1] / "vm"
-REMOTE_WRAPPER = "/content/colab-job.sh"
-REMOTE_SYNC = "/content/colabq_sync.py"
-REMOTE_SCRIPT = "/content/colab-user-job.sh"
-# Paths of the token files on the VM (not secrets themselves).
-REMOTE_UPLOAD_TOKEN = "/content/.colabq-upload-token"  # noqa: S105
-REMOTE_JOB_TOKEN = "/content/.colabq-job-token"  # noqa: S105
+WRAPPER = "colab-job.sh"
+SYNC = "colabq_sync.py"
+SCRIPT = "colab-user-job.sh"
+# Names of the token copies on the VM (not secrets themselves); the wrapper deletes the first
+# as soon as it has read it, and moves the second out of the synced folder.
+UPLOAD_TOKEN = ".colabq-upload-token"  # noqa: S105
+JOB_TOKEN = ".colabq-job-token"  # noqa: S105
+BUNDLE = "colabq-bundle.tar"
 
 
 def remote_job_dir(job_id: str) -> str:
     return f"/content/colab-jobs/{job_id}"
 
 
-def uploads(script: Path, token_file: Path | None) -> list[tuple[Path, str]]:
-    """(local file, VM path) for every upload, in order. Data never travels this way: inputs are
-    staged on the Hub and declared. The token goes twice: one copy the wrapper's uploader
-    consumes, one for the job's own downloads."""
-    files = [
-        (VM_DIR / "colab-job.sh", REMOTE_WRAPPER),
-        (VM_DIR / "colabq_sync.py", REMOTE_SYNC),
-        (script, REMOTE_SCRIPT),
-    ]
+def remote_heartbeat(job_id: str) -> str:
+    """The wrapper's heartbeat file, read with `colab download` while no exec is attached."""
+    return f"{remote_job_dir(job_id)}/run/heartbeat"
+
+
+def bundle_members(script: Path, token_file: Path | None) -> list[tuple[Path, str]]:
+    """(local file, name on the VM) of everything the job needs there. Data never travels this
+    way: inputs are staged on the Hub and declared. The token goes twice: one copy the wrapper's
+    uploader consumes, one for the job's own downloads."""
+    members = [(VM_DIR / WRAPPER, WRAPPER), (VM_DIR / SYNC, SYNC), (script, SCRIPT)]
     if token_file is not None:
-        files += [(token_file, REMOTE_UPLOAD_TOKEN), (token_file, REMOTE_JOB_TOKEN)]
-    return files
+        members += [(token_file, UPLOAD_TOKEN), (token_file, JOB_TOKEN)]
+    return members
 
 
-def wrapper_argv(spec: JobSpec, settings: Settings, nonce: str) -> list[str]:
+def write_bundle(target: Path, members: list[tuple[Path, str]]) -> Path:
+    """One uncompressed tar of `members`, created mode 0600 (it may hold the token): one upload
+    instead of one per file. The caller deletes it once uploaded."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for local, name in members:
+            data = local.read_bytes()
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(data), 0o600
+            tar.addfile(info, io.BytesIO(data))
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with open(fd, "wb") as f:
+        f.write(buf.getvalue())
+    return target
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One run of the job on one VM: the first (0), or a restart after a lost VM."""
+
+    number: int = 0
+    ttl_s: float | None = None  # None: the spec's own TTL
+    resume_uri: str | None = None  # None: the spec's own resume_from
+
+
+def wrapper_argv(
+    spec: JobSpec, settings: Settings, nonce: str, seg: Segment = Segment()
+) -> list[str]:
     """The wrapper's command line on the VM: names, paths and numbers; never a secret."""
+    ttl = spec.ttl_s if seg.ttl_s is None else seg.ttl_s
     args = [
-        "--job", spec.job_id, "--nonce", nonce, "--ttl", str(int(spec.ttl_s)),
+        "--job", spec.job_id, "--nonce", nonce, "--ttl", str(max(int(ttl), 1)),
         "--sync-interval", str(int(spec.sync_interval_s)),
         "--dest-kind", spec.artifact.kind, "--dest-repo", spec.artifact.repo,
         "--dest-type", spec.artifact.repo_type, "--prefix", spec.artifact.prefix,
         "--upload-attempts", str(settings.vm_upload_attempts),
         "--upload-backoff-s", str(settings.vm_upload_backoff_s),
+        "--segment", str(seg.number), "--heartbeat-s", f"{settings.vm_heartbeat_s:g}",
+        "--release-hold-s", f"{settings.release_hold_s:g}",
     ]  # fmt: skip
     if settings.hf_token_file is not None:
-        args += ["--token-file", "{content}/" + Path(REMOTE_UPLOAD_TOKEN).name]
-        args += ["--job-token-file", "{content}/" + Path(REMOTE_JOB_TOKEN).name]
+        args += ["--token-file", "{content}/" + UPLOAD_TOKEN]
+        args += ["--job-token-file", "{content}/" + JOB_TOKEN]
     if settings.hf_endpoint:
         args += ["--hf-endpoint", settings.hf_endpoint]
-    if spec.resume_from:
-        args += ["--resume", spec.resume_from]
+    resume = seg.resume_uri or spec.resume_from
+    if resume:
+        args += ["--resume", resume]
     for p in spec.sync_paths:
         args += ["--sync", p]
-    job = ["bash", "{content}/" + Path(REMOTE_SCRIPT).name, *spec.hub_inputs.values()]
-    return ["bash", Path(REMOTE_WRAPPER).name, *args, "--", *job]
+    job = ["bash", "{content}/" + SCRIPT, *spec.hub_inputs.values()]
+    return ["bash", "{content}/" + WRAPPER, *args, "--", *job]
 
 
-def driver_source(spec: JobSpec, settings: Settings, nonce: str) -> str:
-    """The Python the exec client sends with `colab exec -f`: it runs the wrapper."""
-    template = (VM_DIR / "driver.py.tmpl").read_text()
-    argv = json.dumps(wrapper_argv(spec, settings, nonce))
-    return template.replace("__ARGV__", argv).replace("__NONCE__", nonce)
+def _fill(template: str, values: dict[str, object]) -> str:
+    text = (VM_DIR / template).read_text()
+    for key, value in values.items():
+        text = text.replace(f"__{key}__", json.dumps(value))
+    return text
+
+
+def launch_source(spec: JobSpec, settings: Settings, nonce: str, seg: Segment = Segment()) -> str:
+    """The launch cell: unpack the bundle, start the wrapper detached, once."""
+    argv = wrapper_argv(spec, settings, nonce, seg)
+    return _fill(
+        "launch.py.tmpl", {"JOB": spec.job_id, "NONCE": nonce, "ARGV": argv, "BUNDLE": BUNDLE}
+    )
+
+
+def attach_source(job_id: str, nonce: str, offset: int) -> str:
+    """The attach cell: follow the console from byte `offset` to the wrapper's end."""
+    return _fill("attach.py.tmpl", {"JOB": job_id, "NONCE": nonce, "OFFSET": int(offset)})

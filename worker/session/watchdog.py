@@ -1,10 +1,14 @@
-"""The watchdog: one detached process per job that makes sure its session ends (invariant 2).
+"""The watchdog: one detached process per job and host that makes sure its session ends
+(invariant 2), whoever else dies.
 
 Started and confirmed alive before `colab new`, in its own process session so that a worker crash
-or restart does not take it down (a restarted worker finds it by its pid file). Each poll it
-observes (the runner's phase, the exec client's life, the endpoint, `colab status` when it needs
-it), asks `watchpolicy.decide`, and acts: a verified stop, after recovering the results of a VM
-that holds their only copy; a report; or exit once the session is verified gone.
+or restart does not take it down (a restarted worker, or an adopter on this host, finds it by its
+pid file). Each poll it observes (the owner's phase and beat, the attach client's life, the
+endpoint, `colab status` every poll so a lost VM is noticed at once, the VM's heartbeat when the
+host alone cannot tell whether the job runs), asks `watchpolicy.decide`, and acts: a verified
+stop, after recovering the results of a VM that holds their only copy; a report, once per change;
+or, once the session is gone, it kills the job's exec clients (a real `colab exec` on a lost VM
+would wait for its `--timeout`, then write the stopped session's record back) and exits.
 
     python -m worker.session.watchdog JOB_DIR
 """
@@ -22,10 +26,21 @@ from typing import Protocol
 from worker.clock import Clock, SystemClock
 from worker.colab.driver import ColabDriver
 from worker.errors import ColabError, ColabqError
-from worker.session.attach import ExecResult
+from worker.session import procs
 from worker.session.jobfiles import JobFiles, ProcRef, WatchSpec
 from worker.session.recovery import recover_results
-from worker.session.watchpolicy import Act, Decision, Observation, Phase, Seen, decide, is_busy
+from worker.session.vmbeat import read_beat
+from worker.session.watchpolicy import (
+    OVER_PHASES,
+    Act,
+    Decision,
+    Observation,
+    Phase,
+    Seen,
+    Vm,
+    decide,
+    needs_vm_heartbeat,
+)
 
 ALLOCATION_POLL_S = 0.2  # while `colab new` runs, catch the endpoint the moment it is written
 CONFIRM_TIMEOUT_S = 15.0
@@ -61,16 +76,18 @@ class Watchdog:
         self.idle_since: float | None = None
         self.reported: set[str] = set()
         self.last: Decision | None = None
+        self.status_errors = 0
+        self.vm_seen = Vm.NOT_ASKED
 
     # --- observing --------------------------------------------------------------------------
 
     def _record_endpoint(self) -> str | None:
-        known = self.files.endpoint()
+        known = self.files.endpoint(self.spec.session)
         if known:
             return known
         rec = self._local_record_endpoint()
         if rec:
-            self.files.record_endpoint(rec)
+            self.files.record_endpoint(self.spec.session, rec)
             self.sink.endpoint_seen(rec)
             self.sink.event(f"endpoint {rec} recorded for {self.spec.session}")
             return rec
@@ -87,29 +104,62 @@ class Watchdog:
         now = self.clock.time()
         state = self.files.read_runner()
         phase = state.phase if state else Phase.CHECKING
-        runner_alive = bool(state and state.runner and state.runner.alive())
+        owner_alive = bool(
+            state
+            and state.runner
+            and state.runner.alive()
+            and now - state.beat_at <= self.spec.owner_stale_s
+            and phase not in OVER_PHASES
+        )
         client_alive = bool(state and state.client and state.client.alive())
         endpoint = self._record_endpoint()
         cancel = self._cancel_requested()
-        partial = Observation(
-            now, phase, client_alive, runner_alive, endpoint, Seen.NOT_ASKED, None, cancel
-        )
-        at_wall = now >= self.spec.wall_deadline_at
-        seen = Seen.NOT_ASKED
-        if endpoint is not None and (not is_busy(partial) or at_wall or cancel):
-            seen = self._status(endpoint)
+        cli_running = endpoint is None and procs.cli_running(Path(self.spec.config_path))
+        base = Observation(
+            now, phase, client_alive, owner_alive, endpoint, Seen.NOT_ASKED, None, cancel,
+            cli_running=cli_running,
+        )  # fmt: skip
+        if endpoint is None:
+            return base
+        seen = self._status(endpoint)
         record = self._local_record_endpoint() if seen is Seen.ERROR else None
-        return Observation(now, phase, client_alive, runner_alive, endpoint, seen, record, cancel)
+        vm = Vm.NOT_ASKED
+        if seen is Seen.OURS and needs_vm_heartbeat(base):
+            vm = self._vm_heartbeat(now)
+        return Observation(
+            now, phase, client_alive, owner_alive, endpoint, seen, record, cancel, vm,
+            cli_running, self.status_errors,
+        )  # fmt: skip
 
     def _status(self, endpoint: str) -> Seen:
         try:
             st = self.driver.status(self.spec.session)
         except ColabError as exc:
-            self.sink.event(f"status failed: {exc}")
+            self.status_errors += 1
+            self._report_once("status", f"status failed (reported once until it answers): {exc}")
             return Seen.ERROR
+        if self.status_errors:
+            self.status_errors = 0
+            self._report_once("status", "status answers again")
         if st is None:
             return Seen.GONE
         return Seen.OURS if st.endpoint == endpoint else Seen.MISMATCH
+
+    def _vm_heartbeat(self, now: float) -> Vm:
+        if not self.spec.heartbeat_path:
+            return Vm.NOT_ASKED
+        try:
+            beat = read_beat(self.driver, self.spec.session, self.spec.heartbeat_path, 30.0)
+        except (ColabError, OSError) as exc:
+            self._report_once("heartbeat", f"the VM heartbeat could not be read: {exc}")
+            vm = Vm.ERROR
+        else:
+            # No heartbeat: the wrapper never started (or this is a fresh VM).
+            vm = Vm.SILENT if beat is None else beat.state(now, self.spec.heartbeat_stale_s)
+        if vm is not self.vm_seen:
+            self.sink.event(f"the VM says: {vm.value}")
+            self.vm_seen = vm
+        return vm
 
     def _cancel_requested(self) -> bool:
         try:
@@ -117,9 +167,22 @@ class Watchdog:
         except Exception:  # Redis down: the caps still hold
             return False
 
+    def _report_once(self, kind: str, text: str) -> None:
+        """Report a condition when it changes, not on every poll."""
+        key = f"{kind}:{text.split(':', 1)[0]}"
+        if key not in self.reported:
+            self.reported = {r for r in self.reported if not r.startswith(f"{kind}:")}
+            self.reported.add(key)
+            self.sink.event(text)
+
     # --- acting -----------------------------------------------------------------------------
 
     def step(self) -> Decision:
+        spec = self.files.read_watch()
+        if spec is not None:
+            if spec.session != self.spec.session:  # a new segment: a new session to watch
+                self.idle_since, self.status_errors, self.vm_seen = None, 0, Vm.NOT_ASKED
+            self.spec = spec  # a new segment or owner rewrites it
         obs = self.observe()
         d = decide(
             obs,
@@ -130,12 +193,14 @@ class Watchdog:
         self.idle_since = d.idle_since
         if d.act is Act.STOP:
             self._stop(obs, d.reason)
-        elif d.act is Act.REPORT and d.reason not in self.reported:
-            self.reported.add(d.reason)
-            self.sink.event(f"NOT stopping {self.spec.session}: {d.reason}")
+        elif d.act is Act.REPORT:
+            self._report_once("report", f"NOT stopping {self.spec.session}: {d.reason}")
         now = self.clock.time()
         self.files.write_watchdog(now, f"{d.act.value}: {d.reason}")
-        if d.act is Act.EXIT and obs.endpoint is not None:
+        if d.act is Act.EXIT and obs.endpoint is not None and obs.seen is Seen.GONE:
+            # Anything still attached to a VM that is gone would only hang and write back.
+            procs.kill_job_processes(self.files.root)
+            self.files.mark_gone(self.spec.session, now)
             self.sink.gone(now)
         self.sink.heartbeat(now)
         self.last = d
@@ -144,8 +209,7 @@ class Watchdog:
     def _stop(self, obs: Observation, reason: str) -> None:
         assert obs.endpoint is not None
         at_wall = obs.now >= self.spec.wall_deadline_at
-        result = ExecResult.load(self.files.exec_result)
-        if result and result.sentinels.get("FINAL_UPLOAD") == "failed" and not at_wall:
+        if obs.vm is Vm.KEPT and not at_wall:
             rec = recover_results(
                 self.driver, self.spec.session, self.spec.remote_job_dir, self.files.results,
                 log=self.sink.event, lock_path=self.files.recover_lock,
@@ -156,6 +220,7 @@ class Watchdog:
             else:
                 return  # keep the VM: it holds the only copy; try again next poll
         self.sink.event(f"stopping {self.spec.session} at {obs.endpoint}: {reason}")
+        procs.kill_job_processes(self.files.root)
         try:
             self.driver.stop(self.spec.session)
         except ColabError as exc:
@@ -163,9 +228,6 @@ class Watchdog:
             return
         verified = self._status(obs.endpoint) is Seen.GONE
         self.sink.stopped(reason, verified)
-        state = self.files.read_runner()
-        if state and state.client and state.client.alive():
-            os.kill(state.client.pid, signal.SIGKILL)
 
     def run(self) -> None:
         while True:
@@ -175,7 +237,7 @@ class Watchdog:
                 return
             state = self.files.read_runner()
             allocating = state is not None and state.phase is Phase.ALLOCATING
-            fast = allocating and self.files.endpoint() is None
+            fast = allocating and self.files.endpoint(self.spec.session) is None
             self.clock.sleep(ALLOCATION_POLL_S if fast else self.spec.poll_s)
 
 
@@ -183,40 +245,47 @@ class Watchdog:
 
 
 class RedisSink:
-    """Reports to the job's Redis log stream and watch record; never fails the watchdog."""
+    """Reports to the job's Redis log stream and watch record; never blocks the watchdog for
+    long (a short retry budget) and never fails it: facts it could not record are sent again
+    with the next poll's."""
 
     def __init__(self, job_id: str) -> None:
         from worker.deps import build_ledger
         from worker.settings import load_settings
 
         self.job_id = job_id
-        self.ledger = build_ledger(load_settings())
+        self.ledger = build_ledger(load_settings(), retry_s=1.0)
+        self.pending: dict[str, str] = {}
 
-    def _safe(self, fn: object, *args: object) -> None:
+    def _flush(self, fields: Mapping[str, str]) -> None:
+        self.pending.update(fields)
         try:
-            fn(*args)  # type: ignore[operator]
+            self.ledger.record_watch(self.job_id, self.pending)
+            self.pending = {}
         except Exception as exc:
-            print(f"watchdog: Redis write failed: {exc}", file=sys.stderr, flush=True)
+            print(f"watchdog: Redis write failed (kept for later): {exc}", file=sys.stderr)
 
     def event(self, text: str) -> None:
         print(f"watchdog: {text}", flush=True)
-        self._safe(self.ledger.append_log, self.job_id, f"[watchdog] {text}", "watchdog")
+        try:
+            self.ledger.append_log(self.job_id, f"[watchdog] {text}", "watchdog")
+        except Exception as exc:
+            print(f"watchdog: Redis write failed: {exc}", file=sys.stderr, flush=True)
 
     def endpoint_seen(self, endpoint: str) -> None:
-        self._safe(self.ledger.record_watch, self.job_id, {"endpoint": endpoint})
+        self._flush({"endpoint": endpoint})
 
     def stopped(self, reason: str, verified: bool) -> None:
-        fields = {"stopped_reason": reason, "stop_verified": str(verified).lower()}
-        self._safe(self.ledger.record_watch, self.job_id, fields)
+        self._flush({"stopped_reason": reason, "stop_verified": str(verified).lower()})
 
     def gone(self, at: float) -> None:
-        self._safe(self.ledger.record_watch, self.job_id, {"gone_verified_at": repr(at)})
+        self._flush({"gone_verified_at": repr(at)})
 
     def recovered(self, where: str) -> None:
-        self._safe(self.ledger.record_watch, self.job_id, {"results_local": where})
+        self._flush({"results_local": where})
 
     def heartbeat(self, at: float) -> None:
-        self._safe(self.ledger.record_watch, self.job_id, {"heartbeat_at": repr(at)})
+        self._flush({"heartbeat_at": repr(at)})
 
     def cancel_requested(self) -> bool:
         return self.ledger.cancel_requested(self.job_id) is not None

@@ -34,6 +34,11 @@ class ArtifactStore(Protocol):
 
     def verify(self, spec: JobSpec) -> Verification: ...
 
+    def checkpoint_uri(self, spec: JobSpec) -> str | None:
+        """Where a restarted segment resumes from: the job's own synced checkpoint (its first
+        sync path in the store), if it holds data; None otherwise."""
+        ...
+
     def check_destination(self, dest: ArtifactDest) -> str:
         """Before allocation: the destination exists or can be created, and is safe to write
         (for the Hub: private and writable with the job's token). Returns what it found."""
@@ -74,6 +79,12 @@ class LocalStore:
 
     def location(self, spec: JobSpec) -> str:
         return str(Path(spec.artifact.repo) / spec.artifact.prefix)
+
+    def checkpoint_uri(self, spec: JobSpec) -> str | None:
+        if not spec.sync_paths:
+            return None
+        path = Path(spec.artifact.repo) / artifact_path(spec, Path(spec.sync_paths[0]).name)
+        return f"file://{path}" if _non_empty(path) else None
 
     def verify(self, spec: JobSpec) -> Verification:
         root = Path(spec.artifact.repo)

@@ -167,6 +167,17 @@ class HubStore:
     def check_destination(self, dest: ArtifactDest) -> str:
         return self.check_output_repo(dest).detail
 
+    def checkpoint_uri(self, spec: JobSpec) -> str | None:
+        """The job's own synced checkpoint (its first sync path), if it holds data."""
+        if not spec.sync_paths:
+            return None
+        uri = dest_ref(spec.artifact, Path(spec.sync_paths[0]).name).uri
+        try:
+            self.exists_nonempty(uri)
+        except StoreError:
+            return None
+        return uri
+
     def exists_nonempty(self, uri: str) -> int:
         """Bytes held at `uri` (a file or a folder). `HubNotFound` if it is not there,
         `HubEmptyArtifact` if it holds only zero bytes."""

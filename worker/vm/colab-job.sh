@@ -1,13 +1,19 @@
 #!/usr/bin/env bash
 # colabq's wrapper: runs on the Colab VM (or the emulator's sandbox) with /content as the working
-# directory. It owns the job's life on the VM: the first upload (must succeed before the job runs),
-# periodic syncs, the job under `timeout`, `exit_code`, the final upload, and self-release only
-# after the final upload succeeded (otherwise the VM holds the only copy of the results).
+# directory, started detached by the launch cell (its own session: no exec client, kernel restart
+# or worker host keeps it alive or ends it). It owns the job's life on the VM: the first upload
+# (must succeed before the job runs), periodic syncs, the job under `timeout`, `exit_code`, the
+# final upload, a heartbeat file the owner's watchdog reads while no exec client is attached, and
+# self-release only after the final upload succeeded (otherwise the VM holds the only copy of the
+# results) and only after giving its owner `--release-hold-s` to stop the VM itself.
+#
+# Everything it prints goes to run/console.log, which attach cells follow by byte offset.
 #
 # Usage: bash colab-job.sh --job ID --nonce N --ttl S --sync-interval S --dest-kind K
 #          --dest-repo R --dest-type T --prefix P [--sync PATH]... [--token-file F]
 #          [--job-token-file F] [--hf-endpoint URL] [--upload-attempts N]
-#          [--upload-backoff-s S] [--resume hf://URI] -- CMD [ARGS]...
+#          [--upload-backoff-s S] [--resume URI] [--segment N] [--heartbeat-s S]
+#          [--release-hold-s S] -- CMD [ARGS]...
 # The token: the uploader's copy is read into this shell (never exported) and deleted at once;
 # only the uploader process gets it, as HF_TOKEN in its own environment. The job's copy is moved
 # out of the synced work folder and given to the job as a file path (HF_TOKEN_PATH), never as a
@@ -19,7 +25,7 @@ unset UV_SYSTEM_PYTHON PYTHONPATH MPLBACKEND
 
 JOB="" NONCE="" TTL="" SYNC_INTERVAL=900 DEST_KIND="" DEST_REPO="" DEST_TYPE="model" PREFIX=""
 SYNC_PATHS=() TOKEN_FILE="" JOB_TOKEN_FILE="" HF_ENDPOINT_ARG="" RESUME_URI=""
-UPLOAD_ATTEMPTS=6 UPLOAD_BACKOFF_S=4
+UPLOAD_ATTEMPTS=6 UPLOAD_BACKOFF_S=4 SEGMENT=0 HEARTBEAT_S=5 RELEASE_HOLD_S=30
 while [ $# -gt 0 ]; do
   case "$1" in
     --job) JOB="$2"; shift 2 ;;
@@ -37,6 +43,9 @@ while [ $# -gt 0 ]; do
     --upload-attempts) UPLOAD_ATTEMPTS="$2"; shift 2 ;;
     --upload-backoff-s) UPLOAD_BACKOFF_S="$2"; shift 2 ;;
     --resume) RESUME_URI="$2"; shift 2 ;;
+    --segment) SEGMENT="$2"; shift 2 ;;
+    --heartbeat-s) HEARTBEAT_S="$2"; shift 2 ;;
+    --release-hold-s) RELEASE_HOLD_S="$2"; shift 2 ;;
     --) shift; break ;;
     *) echo "colab-job.sh: unknown argument $1" >&2; exit 64 ;;
   esac
@@ -49,8 +58,27 @@ fi
 ROOT="$PWD"
 WORK="$ROOT/colab-jobs/$JOB"
 LOGS="$WORK/logs"
-mkdir -p "$LOGS"
+RUN="$WORK/run"
+mkdir -p "$LOGS" "$RUN"
+# Each segment of a restarted job keeps its own log beside the earlier ones.
+if [ "$SEGMENT" = "0" ]; then JOB_LOG="$LOGS/job.log"; else JOB_LOG="$LOGS/job.s$SEGMENT.log"; fi
 sentinel() { echo "__COLABQ_${NONCE}_$1__=$2"; }
+
+# The heartbeat: {"at": epoch, "phase": P, "pid": wrapper pid, "console_bytes": N}, rewritten
+# atomically every HEARTBEAT_S while the wrapper lives (the loop stops with it); "done" (or
+# "kept") once the final upload is over. A stale heartbeat therefore means nothing of this job
+# runs on the VM any more; console_bytes, beyond what was forwarded, shows a stalled attach.
+echo starting > "$RUN/phase"
+beat() {
+  local tmp="$RUN/.heartbeat.$BASHPID.tmp" size
+  size=$(stat -c %s "$RUN/console.log" 2>/dev/null || echo 0)
+  printf '{"at": %s, "phase": "%s", "pid": %d, "segment": %s, "console_bytes": %s}\n' \
+    "$(date +%s.%N)" "$(cat "$RUN/phase" 2>/dev/null)" "$$" "$SEGMENT" "$size" > "$tmp" \
+    && mv -f "$tmp" "$RUN/heartbeat"
+}
+phase() { echo "$1" > "$RUN/phase"; beat; }
+( while kill -0 $$ 2>/dev/null; do beat; sleep "$HEARTBEAT_S"; done ) </dev/null >/dev/null 2>&1 &
+BEAT_PID=$!
 
 UPLOAD_TOKEN=""
 if [ -n "$TOKEN_FILE" ]; then
@@ -86,10 +114,20 @@ sync_all() {
   done
 }
 
-echo "colabq: job $JOB starting on $(hostname) at $(date -u +%FT%TZ)" > "$LOGS/job.log"
+finish() {
+  # The end of the wrapper: the heartbeat's last word ("done", or "kept" when the VM holds the
+  # only copy of the results), then the exit sentinel that attach cells stop on.
+  phase "$2"
+  kill "$BEAT_PID" 2>/dev/null
+  sentinel DONE "$1"
+}
+
+echo "colabq: job $JOB segment $SEGMENT starting on $(hostname) at $(date -u +%FT%TZ)" > "$JOB_LOG"
+phase uploading
 if ! sync_all; then
-  echo "colabq: first upload failed; the job does not run" | tee -a "$LOGS/job.log"
+  echo "colabq: first upload failed; the job does not run" | tee -a "$JOB_LOG"
   sentinel FIRST_UPLOAD failed
+  finish 2 done
   exit 2
 fi
 sentinel FIRST_UPLOAD ok
@@ -99,12 +137,13 @@ if [ -n "$RESUME_URI" ]; then
   if RESUME_PATH="$(HF_TOKEN="$UPLOAD_TOKEN" python3 "$ROOT/colabq_sync.py" download \
       --uri "$RESUME_URI" --dest "$WORK/resume" "${HUB_OPTS[@]}")"; then
     export COLABQ_RESUME_FROM="$RESUME_PATH"
-    echo "colabq: resuming from $RESUME_URI at $RESUME_PATH" | tee -a "$LOGS/job.log"
+    echo "colabq: resuming from $RESUME_URI at $RESUME_PATH" | tee -a "$JOB_LOG"
     sentinel RESUME ok
   else
-    echo "colabq: resume checkpoint $RESUME_URI missing or empty; the job does not run" | tee -a "$LOGS/job.log"
+    echo "colabq: resume checkpoint $RESUME_URI missing or empty; the job does not run" | tee -a "$JOB_LOG"
     sentinel RESUME failed
     sync_all || true
+    finish 3 done
     exit 3
   fi
 fi
@@ -115,24 +154,35 @@ rm -f "$STOP_FLAG"
 (
   while sleep "$SYNC_INTERVAL"; do
     [ -e "$STOP_FLAG" ] && break
-    sync_all >/dev/null 2>&1 || echo "colabq: periodic sync failed (will retry)" >> "$LOGS/job.log"
+    sync_all >/dev/null 2>&1 || echo "colabq: periodic sync failed (will retry)" >> "$JOB_LOG"
   done
 ) </dev/null >/dev/null 2>&1 &
 SYNC_PID=$!
 
-sentinel STARTED "$(date -u +%s)"
-( cd "$WORK" && exec timeout --kill-after=120 "$TTL" "$@" ) 2>&1 | tee -a "$LOGS/job.log"
+phase running
+sentinel STARTED "$(date +%s.%N)"
+( cd "$WORK" && exec timeout --kill-after=120 "$TTL" "$@" ) 2>&1 | tee -a "$JOB_LOG"
 rc=${PIPESTATUS[0]}
+FINISHED_AT="$(date +%s.%N)"
+# A job whose last line has no newline must not swallow the sentinels that follow.
+[ -n "$(tail -c 1 "$JOB_LOG")" ] && echo
 
+phase finishing
 touch "$STOP_FLAG"
 kill "$SYNC_PID" 2>/dev/null
 wait "$SYNC_PID" 2>/dev/null
 echo "$rc" > "$LOGS/exit_code"
+sentinel FINISHED "$FINISHED_AT"
 sentinel EXIT "$rc"
 
 if sync_all; then
   sentinel FINAL_UPLOAD ok
+  finish "$rc" done
   if [ -n "${TBE_RUNTIME_ADDR:-}" ]; then
+    # The owner stops the VM itself once it has the last lines; if nobody does within the hold
+    # (the worker host is gone), the VM releases itself: the results are safe in the store.
+    sleep "$RELEASE_HOLD_S"
+    echo "colabq: nobody stopped the VM within ${RELEASE_HOLD_S}s; releasing it"
     sentinel SELF_RELEASE requested
     python3 - "$TBE_RUNTIME_ADDR" <<'PY'
 import sys, urllib.request
@@ -146,5 +196,6 @@ PY
 else
   sentinel FINAL_UPLOAD failed
   echo "colabq: final upload failed; keeping the VM: it holds the only copy of the results"
+  finish "$rc" kept
 fi
 exit "$rc"

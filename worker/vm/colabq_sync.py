@@ -10,6 +10,7 @@ the emulator, where the "VM" shares the worker's disk.
     colabq_sync.py --kind local|hf --repo R --repo-type T --src PATH --dst PATH_IN_REPO
                    [--endpoint URL] [--attempts N] [--backoff-base-s S]
     colabq_sync.py download --uri hf://[datasets/]OWNER/REPO[@REV]/PATH --dest DIR [--endpoint URL]
+    colabq_sync.py download --uri file:///PATH --dest DIR      (rehearsals on the emulator)
 
 Exit codes: 0 done (download prints the local path on stdout); 1 failed, with one line on stderr;
 2 bad command line; 3 (download) the path is missing or holds no data.
@@ -326,7 +327,28 @@ def run_upload(a: argparse.Namespace, token: str | None) -> int:
     return EXIT_OK
 
 
+def download_local(src: Path, dest_dir: Path) -> Path | None:
+    """A rehearsal's checkpoint (`file://` on the emulator's shared disk), copied like a Hub
+    download; None if it is missing or holds no data."""
+    files = [src] if src.is_file() else [p for p in src.rglob("*") if p.is_file()]
+    if not src.exists() or sum(p.stat().st_size for p in files) == 0:
+        return None
+    target = dest_dir / src.name
+    if src.is_dir():
+        shutil.copytree(src, target, dirs_exist_ok=True)
+    else:
+        dest_dir.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, target)
+    return target
+
+
 def run_download(a: argparse.Namespace, token: str | None) -> int:
+    if a.uri.startswith("file://"):
+        local = download_local(Path(a.uri.removeprefix("file://")), Path(a.dest))
+        if local is None:
+            return _fail(f"{a.uri} is missing or holds no data", token, EXIT_MISSING)
+        print(local, flush=True)
+        return EXIT_OK
     try:
         ref = split_hf_uri(a.uri)
     except ValueError as exc:

@@ -1,0 +1,178 @@
+"""Owning a job on this host: the wiring of a runner, its lease, and adoption.
+
+`own_job` builds the runner's side effects once (the Colab driver on the job's own CLI state
+file, the store with this host's Hub token and endpoint, the watchdog starter), holds the lease
+(a heartbeat thread whose fence every side effect passes), and runs the job from where the
+ledger says it is. A claim starts it; `adopt_job` continues it after its owner died:
+
+- a restarted worker adopts the jobs in its own state dir (`find_orphaned`): the same CLI state,
+  perhaps a live attach client and watchdog, and an owner that is provably dead (its pid);
+- any other host with the account's Colab credentials adopts by writing a CLI record for the owned
+  name at the recorded endpoint into its own `--config` (`write_adoption_record`) once the lease
+  has expired. The janitor does this for a host that is gone.
+"""
+
+from __future__ import annotations
+
+import secrets
+import socket
+from collections.abc import Callable
+from pathlib import Path
+
+from worker.clock import SystemClock
+from worker.colab.records import write_adoption_record
+from worker.deps import build_driver, build_ledger, job_dir
+from worker.errors import ColabqError
+from worker.records.lease import Heartbeat
+from worker.records.ledger import Ledger
+from worker.session.jobfiles import JobFiles
+from worker.session.runner import Outcome, RunnerDeps, resume_job, run_job
+from worker.session.watchdog import start_watchdog
+from worker.session.watchpolicy import Phase
+from worker.settings import Settings
+from worker.spec import JobSpec
+from worker.states import TERMINAL, JobState
+from worker.store.artifacts import build_store
+
+StateListener = Callable[[JobState, str], None]
+
+
+def host_id(settings: Settings) -> str:
+    """This host and state dir: what a restarted worker recognises as its own."""
+    return f"{socket.gethostname()}:{settings.state_dir}"
+
+
+def read_token(path: Path | None) -> str | None:
+    """The Hub token, in this worker's memory only (checked again before allocation)."""
+    if path is None:
+        return None
+    try:
+        return path.read_text().strip() or None
+    except OSError:
+        return None  # the runner's pre-allocation check reports the file's problem
+
+
+def own_job(
+    spec: JobSpec,
+    owner: str,
+    settings: Settings,
+    ledger: Ledger,
+    *,
+    worker_name: str,
+    adopted: bool,
+    on_state: StateListener | None = None,
+) -> Outcome:
+    """Run (or, `adopted`, resume) a job this process now owns, under a renewed lease."""
+    from worker.store.hub import HubStore
+
+    files = JobFiles(job_dir(settings, spec.job_id)).ensure()
+    clock = SystemClock()
+    token = read_token(settings.hf_token_file)
+    hub = HubStore(settings.hf_endpoint, token)
+    beat = Heartbeat(
+        # Its own client with a short retry budget: an outage never stalls the beat.
+        build_ledger(settings, retry_s=1.0),
+        spec.job_id,
+        owner,
+        interval_s=settings.heartbeat_interval_s,
+        ttl_s=settings.lease_ttl_s,
+        on_beat=files.beat_runner,
+    )
+    deps = RunnerDeps(
+        clock=clock,
+        ledger=ledger,
+        driver=build_driver(settings, spec.job_id),
+        store=build_store(spec.artifact, endpoint=settings.hf_endpoint, token=token),
+        check_input=hub.exists_nonempty,
+        settings=settings,
+        files=files,
+        start_watchdog=lambda f, env: start_watchdog(f, env, clock=clock),
+        worker_name=worker_name,
+        on_state=on_state or (lambda state, reason: None),
+        fence=lambda: beat.fence(settings.redis_retry_s),
+    )
+    ledger.set_fields(spec.job_id, owner=owner, owner_host=host_id(settings))
+    try:
+        with beat:
+            if adopted:
+                return resume_job(spec, owner, deps)
+            return run_job(spec, owner, deps)
+    finally:
+        ledger.release_lock(spec.job_id, owner)
+
+
+def find_orphaned(settings: Settings) -> list[str]:
+    """Jobs in this host's state dir whose owner process is dead and that are not over."""
+    root = settings.state_dir / "jobs"
+    found = []
+    for d in sorted(root.iterdir()) if root.is_dir() else []:
+        state = JobFiles(d).read_runner()
+        if state is None or state.phase is Phase.DONE:
+            continue
+        # An owner that handed over stopped acting, alive or not.
+        if state.phase is not Phase.HANDED_OVER and state.runner and state.runner.alive():
+            continue
+        found.append(d.name)
+    return found
+
+
+def adopt_job(
+    job_id: str,
+    settings: Settings,
+    ledger: Ledger,
+    *,
+    worker_name: str,
+    on_state: StateListener | None = None,
+) -> Outcome | None:
+    """Take over `job_id` if its owner is gone, and finish it; None if it needs no owner (it
+    is over) or has a live one (its lock is held by an owner that may be alive)."""
+    rec = ledger.get(job_id)
+    if rec.state in TERMINAL or rec.state is JobState.QUEUED:
+        return None
+    new_owner = secrets.token_hex(16)
+    if not _take(ledger, rec.owner, job_id, new_owner, settings):
+        return None
+    files = JobFiles(job_dir(settings, job_id)).ensure()
+    name, endpoint = rec.get("session"), rec.get("endpoint")
+    if name and endpoint:
+        try:
+            write_adoption_record(
+                files.cli_config, name, endpoint,
+                accelerator=rec.spec.gpu.value, high_mem=rec.spec.high_mem,
+            )  # fmt: skip
+            files.record_endpoint(name, endpoint)
+        except (ColabqError, ValueError) as exc:
+            ledger.release_lock(job_id, new_owner)
+            raise ColabqError(f"Cannot adopt job {job_id}: {exc}") from exc
+    return own_job(
+        rec.spec, new_owner, settings, ledger,
+        worker_name=worker_name, adopted=True, on_state=on_state,
+    )  # fmt: skip
+
+
+def _take(ledger: Ledger, old_owner: str, job_id: str, new_owner: str, s: Settings) -> bool:
+    """The lock, if it is free (the lease expired) or held by an owner of this host whose
+    process is provably dead (a restarted worker need not wait for the TTL)."""
+    if ledger.adopt(job_id, new_owner, s.lease_ttl_s):
+        return True
+    state = JobFiles(job_dir(s, job_id)).read_runner()
+    ours = ledger.get(job_id).get("owner_host") == host_id(s)
+    dead = state is not None and (state.runner is None or not state.runner.alive())
+    return ours and dead and ledger.take_over(job_id, old_owner, new_owner, s.lease_ttl_s)
+
+
+def adopt_orphans(settings: Settings, *, worker_name: str) -> list[str]:
+    """What a worker does when it starts: adopt and finish its own orphaned jobs, one by one
+    (one slot is one session). Returns the ids it handled."""
+    ledger = build_ledger(settings)
+    done = []
+    for job_id in find_orphaned(settings):
+        try:
+            if adopt_job(job_id, settings, ledger, worker_name=worker_name) is not None:
+                done.append(job_id)
+        except ColabqError as exc:
+            print(f"colabq: could not adopt {job_id}: {exc.advice()}", flush=True)
+    return done
+
+
+__all__ = ["adopt_job", "adopt_orphans", "find_orphaned", "host_id", "own_job"]
