@@ -191,6 +191,31 @@ def janitor(
 
 
 @command
+def adopt(job: JobArg) -> None:
+    """Take over a job whose worker host is gone, and finish it from this machine.
+
+    Needs the account's Colab credentials and the worker settings (Redis, state dir, Hub token
+    file). Waits until the job's lease expired; runs until the job ends, then prints its state.
+    """
+    from worker.session.owner import adopt_job
+
+    settings = load_settings()
+    ledger = _connect(settings)
+    job_id = ledger.find_by_prefix(job)
+    import socket
+
+    outcome = adopt_job(job_id, settings, ledger, worker_name=f"adopter@{socket.gethostname()}")
+    if outcome is None:
+        rec = ledger.get(job_id)
+        out.print(
+            f"Job {job_id} is {rec.state.name}: it has a live owner or is over; nothing done."
+        )
+        raise typer.Exit(1 if rec.state not in TERMINAL else 0)
+    out.print(f"Job {job_id} {outcome.state.name}: {outcome.reason}", markup=False)
+    raise typer.Exit(0 if outcome.state is JobState.SUCCEEDED else 1)
+
+
+@command
 def demo(
     keep: Annotated[bool, typer.Option(help="Keep the demo folder afterwards.")] = False,
 ) -> None:
@@ -224,7 +249,7 @@ def stage(
 
 # `colabq --help` lists the commands in the order a user meets them.
 _ORDER = ["preflight", "submit", "status", "logs", "cancel", "stage", "clean", "worker", "beat",
-          "janitor", "demo"]  # fmt: skip
+          "janitor", "adopt", "demo"]  # fmt: skip
 app.registered_commands.sort(key=lambda c: _ORDER.index(getattr(c.callback, "__name__", "")))
 
 

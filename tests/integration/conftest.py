@@ -75,6 +75,18 @@ class Fleet:
         """A new worker process on the same host and state dir (what a supervisor does)."""
         self.proc = start_worker(self.env, self.root / "worker.log")
 
+    def lose_host(self) -> None:
+        """The whole worker host goes: the worker, and every watchdog and exec client it ran."""
+        self.kill_worker()
+        kill_processes_mentioning(self.env["COLABQ_STATE_DIR"])
+
+    def other_host(self, name: str = "host2") -> dict[str, str]:
+        """The environment of another machine of the deployment: same Redis and account, its
+        own state dir and home."""
+        home = self.root / name / "home"
+        home.mkdir(parents=True, exist_ok=True)
+        return {**self.env, "COLABQ_STATE_DIR": str(self.root / name / "state"), "HOME": str(home)}
+
     def job_dir(self, job_id: str) -> Path:
         return Path(self.env["COLABQ_STATE_DIR"]) / "jobs" / job_id
 
@@ -186,6 +198,7 @@ def fleet(
         "COLABQ_WATCHDOG_POLL_S": "0.5",
         "COLABQ_LEASE_TTL_S": "3",
         "COLABQ_HEARTBEAT_INTERVAL_S": "1",
+        "COLABQ_ATTACH_STALL_S": "3",
         # The VM's python3 is the venv's, as a Colab image has huggingface_hub.
         "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
         "COLAB_EMU_HOME": str(tmp_path / "emulator"),

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -165,3 +167,28 @@ def test_token_only_in_the_authorization_header_and_never_in_logs(fleet: Fleet, 
     for log in Path(fleet.root).rglob("*.log"):
         assert token not in log.read_text(errors="replace"), log
     assert token not in os.environ.get("COLABQ_HF_TOKEN_FILE", "")
+
+
+def test_host_lost_mid_run_adoption_from_another_host_verifies_the_private_repo(
+    fleet: Fleet, hub: Hub
+) -> None:
+    """Recovery meets the Hub: the adopter verifies a private repo with its own token file and
+    endpoint (a check without them would see an empty repo and fail a good job)."""
+    script = "echo started\nsleep 4\n" + TRAIN
+    job_id = submit(fleet, script, "--sync", "ckpt", "--expect", "ckpt")
+    deadline = time.monotonic() + 60
+    while not any(ln.text == "started" for ln in fleet.ledger.read_log(job_id)):
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    fleet.lose_host()
+    time.sleep(4)  # the lease expires
+    res = subprocess.run(
+        [sys.executable, "-m", "producer.cli", "adopt", job_id],
+        env=fleet.other_host(), capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stdout + res.stderr
+    rec = fleet.ledger.get(job_id)
+    assert rec.state is JobState.SUCCEEDED and rec.get("exit_code") == "0", rec.reason
+    assert hub.api().repo_info(REPO).private is True
+    assert tree(hub)["mnist-mlp-bs64-lr1e-3-hub/ckpt/model.bin"] == 2048
+    assert fleet.colab("sessions").stdout.strip() == NO_SESSIONS

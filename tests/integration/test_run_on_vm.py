@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 
@@ -200,6 +202,23 @@ def test_worker_sigkilled_and_restarted_takes_its_job_back(fleet: Fleet) -> None
     assert_each_line_once(fleet, job_id, n)
     assert len(fleet.billing()) == 1  # nothing allocated twice
     assert_clean(fleet, job_id)
+
+
+def test_host_lost_the_job_is_adopted_from_another_host_and_succeeds(fleet: Fleet) -> None:
+    n = 60
+    job_id = submit(fleet, numbered(n, pause_s=0.1))
+    wait_for(lambda: "line-10" in fleet.output(job_id), "line-10 forwarded")
+    fleet.lose_host()
+    time.sleep(4)  # the lease (3 s here) expires
+    res = subprocess.run(
+        [sys.executable, "-m", "producer.cli", "adopt", job_id],
+        env=fleet.other_host(), capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert fleet.ledger.get(job_id).state is JobState.SUCCEEDED
+    assert_each_line_once(fleet, job_id, n)
+    assert len(fleet.billing()) == 1
+    assert fleet.colab("sessions").stdout.strip() == NO_SESSIONS
 
 
 # --- cancel, whatever the phase ------------------------------------------------------------

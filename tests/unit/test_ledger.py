@@ -9,7 +9,7 @@ from tests.factories import make_spec
 from worker.clock import FakeClock
 from worker.errors import IllegalTransition, JobNotFound, StaleOwner
 from worker.records.keys import Keys
-from worker.records.ledger import Ledger
+from worker.records.ledger import ForwardItem, Ledger
 from worker.states import JobState as S
 
 
@@ -129,3 +129,60 @@ def test_janitor_lock_is_released_only_by_its_holder(ledger: Ledger) -> None:
     assert not ledger.try_janitor_lock("b", ttl_s=60)
     ledger.release_janitor_lock("a")
     assert ledger.try_janitor_lock("b", ttl_s=60)
+
+
+def _items(*spec: tuple[int, str, str]) -> list[ForwardItem]:
+    return [ForwardItem(end, kind, payload) for end, kind, payload in spec]
+
+
+def test_forward_is_exactly_once_whatever_is_sent_again(ledger: Ledger) -> None:
+    job_id, _ = ledger.create(make_spec())
+    batch = _items((6, "l", "line1"), (12, "l", "line2"), (30, "s", "EXIT=0"))
+    assert ledger.forward(job_id, 0, batch) == 30
+    # A retried batch (its reply lost) and a re-attach that overlaps: nothing twice.
+    assert ledger.forward(job_id, 0, batch) == 30
+    assert ledger.forward(job_id, 0, _items((12, "l", "line2"), (18, "l", "line3"))) == 30
+    assert ledger.forward(job_id, 0, _items((36, "l", "line4"), (36, "e", "END=36"))) == 36
+    assert [ln.text for ln in ledger.read_log(job_id)] == ["line1", "line2", "line4"]
+    watch = ledger.read_watch(job_id)
+    assert watch["exec_exit"] == "0" and watch["exec_end"] == "36"
+    assert watch["log_offset"] == "36"
+
+
+def test_a_client_of_an_older_segment_changes_nothing(ledger: Ledger) -> None:
+    job_id, _ = ledger.create(make_spec())
+    assert ledger.claim(job_id, "me", ttl_s=30)
+    ledger.forward(job_id, 0, _items((5, "l", "seg0"), (9, "s", "EXIT=1")))
+    ledger.start_segment(job_id, "me", 1)
+    assert ledger.forward(job_id, 0, _items((20, "l", "late"))) == -1
+    watch = ledger.read_watch(job_id)
+    assert watch["segment"] == "1" and watch["log_offset"] == "0" and "exec_exit" not in watch
+    with pytest.raises(StaleOwner):
+        ledger.start_segment(job_id, "someone-else", 2)
+
+
+def test_renew_takes_back_an_expired_lock_only_while_still_the_owner(ledger: Ledger) -> None:
+    job_id, _ = ledger.create(make_spec())
+    assert ledger.claim(job_id, "a", ttl_s=30)
+    ledger.r.delete(ledger.keys.lock(job_id))  # expired during an outage
+    assert ledger.renew(job_id, "a", ttl_s=30)
+    ledger.r.delete(ledger.keys.lock(job_id))
+    assert ledger.adopt(job_id, "b", ttl_s=30)  # meanwhile someone adopted the job
+    assert not ledger.renew(job_id, "a", ttl_s=30)
+
+
+def test_take_over_needs_the_dead_owner_to_be_the_recorded_one(ledger: Ledger) -> None:
+    job_id, _ = ledger.create(make_spec())
+    assert ledger.claim(job_id, "dead", ttl_s=30)
+    assert not ledger.take_over(job_id, "someone", "me", ttl_s=30)
+    assert ledger.take_over(job_id, "dead", "me", ttl_s=30)
+    assert ledger.get(job_id).owner == "me"
+    assert not ledger.take_over(job_id, "dead", "other", ttl_s=30)
+
+
+def test_a_transition_applied_once_is_not_applied_twice_on_retry(ledger: Ledger) -> None:
+    job_id, _ = ledger.create(make_spec())
+    assert ledger.claim(job_id, "tok", ttl_s=30)
+    ledger.transition(job_id, S.ALLOCATING, owner="tok", reason="claimed by w1")
+    ledger.transition(job_id, S.ALLOCATING, owner="tok", reason="claimed by w1")
+    assert [h.state for h in ledger.history(job_id)] == [S.QUEUED, S.ALLOCATING]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from worker.session.watchpolicy import Act, Observation, Phase, Seen, decide
+from worker.session.watchpolicy import HANDOVER_ERRORS, Act, Observation, Phase, Seen, Vm, decide
 
 IDLE_S = 180.0
 WALL_AT = 10_000.0
@@ -20,8 +20,11 @@ def obs(
     seen: Seen = Seen.OURS,
     record: str | None = None,
     cancel: bool = False,
+    vm: Vm = Vm.NOT_ASKED,
+    cli: bool = False,
+    errors: int = 0,
 ) -> Observation:
-    return Observation(now, phase, client, runner, endpoint, seen, record, cancel)
+    return Observation(now, phase, client, runner, endpoint, seen, record, cancel, vm, cli, errors)
 
 
 # (case, observation, idle_since, expected act)
@@ -117,6 +120,75 @@ CASES = [
         Act.EXIT,
     ),
     ("cancel stops a busy session", obs(client=True, cancel=True), None, Act.STOP),
+    # Busy is decided on the VM when the host cannot tell.
+    (
+        "client dead, VM heartbeat fresh: busy past the idle timeout",
+        obs(now=9_000.0, vm=Vm.RUNNING),
+        1_000.0,
+        Act.WAIT,
+    ),
+    ("client dead, VM silent: idle", obs(now=9_000.0, vm=Vm.SILENT), 1_000.0, Act.STOP),
+    (
+        "VM heartbeat unreadable: never counted as idle",
+        obs(now=9_000.0, vm=Vm.ERROR),
+        1_000.0,
+        Act.WAIT,
+    ),
+    (
+        "job finished and stored, no owner, no client: stop at once",
+        obs(runner=False, vm=Vm.FINISHED),
+        None,
+        Act.STOP,
+    ),
+    (
+        "job finished and stored but its owner lives: the owner stops it",
+        obs(vm=Vm.FINISHED),
+        None,
+        Act.WAIT,
+    ),
+    (
+        "job finished, final upload failed: the idle timer, then a stop that recovers first",
+        obs(runner=False, vm=Vm.KEPT),
+        None,
+        Act.WAIT,
+    ),
+    (
+        "a live owner that is uploading is busy",
+        obs(phase=Phase.UPLOADING, now=9_000.0),
+        1_000.0,
+        Act.WAIT,
+    ),
+    # Watchdogs always end.
+    (
+        "owner died before any endpoint, nothing allocating: exit",
+        obs(phase=Phase.ALLOCATING, runner=False, endpoint=None, seen=Seen.NOT_ASKED),
+        None,
+        Act.EXIT,
+    ),
+    (
+        "owner died before any endpoint but its `colab new` still runs: wait",
+        obs(phase=Phase.ALLOCATING, runner=False, endpoint=None, seen=Seen.NOT_ASKED, cli=True),
+        None,
+        Act.WAIT,
+    ),
+    (
+        "name at another endpoint, owner gone: handed to the janitor",
+        obs(runner=False, seen=Seen.MISMATCH),
+        None,
+        Act.EXIT,
+    ),
+    (
+        "status keeps failing after the job is over: handed to the janitor",
+        obs(phase=Phase.DONE, runner=False, seen=Seen.ERROR, errors=HANDOVER_ERRORS),
+        None,
+        Act.EXIT,
+    ),
+    (
+        "status failing while the job runs: keep the caps",
+        obs(seen=Seen.ERROR, errors=50),
+        None,
+        Act.WAIT,
+    ),
     (
         "cancel waits for recovery of the only copy",
         obs(phase=Phase.RECOVERING, cancel=True),

@@ -437,6 +437,18 @@ class Ledger:
         )
         return entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
 
+    def append_logs(self, job_id: str, texts: list[str], stream: str) -> None:
+        """Several lines in one round trip (in order)."""
+        pipe = self.r.pipeline(transaction=False)
+        for text in texts:
+            pipe.xadd(
+                self.keys.log(job_id),
+                {"line": text, "stream": stream},
+                maxlen=self.log_maxlen,
+                approximate=True,
+            )
+        pipe.execute()
+
     def read_log(
         self, job_id: str, after: str = "0-0", *, count: int = 1000, block_ms: int | None = None
     ) -> list[LogLine]:

@@ -35,6 +35,7 @@ from worker.session.plan import attach_source
 BATCH_MAX = 1000  # items per Redis round trip
 BATCH_WAIT_S = 0.05  # how long a batch waits for more lines before it goes
 PROGRESS_FILE = "attach-progress.json"
+EXEC_OVER_GRACE_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -114,6 +115,10 @@ class Forwarder:
         self.expected = offset
         self.retry_s = retry_s
         self.result = AttachResult(offset=offset)
+        # Set when the cell's output ended: from then on a Redis outage is waited out only
+        # EXEC_OVER_GRACE_S, so a finished job's VM is not kept "busy" by this client; the
+        # lines not yet forwarded stay on the VM, and the next attach forwards them.
+        self.exec_over_at: float | None = None
 
     def accept(self, framed: Framed) -> bool:
         """False when the item does not start where the last one ended: output was lost."""
@@ -132,8 +137,11 @@ class Forwarder:
             try:
                 got = self.ledger.forward(self.spec.job_id, self.spec.segment, items)
             except Exception as exc:  # Redis away: the lines stay re-readable on the VM
-                if time.monotonic() >= deadline:
-                    self.result.error = f"Redis unreachable for {self.retry_s:.0f}s: {exc}"
+                over = self.exec_over_at
+                if time.monotonic() >= deadline or (
+                    over is not None and time.monotonic() - over >= EXEC_OVER_GRACE_S
+                ):
+                    self.result.error = f"Redis unreachable: {exc}"
                     return False
                 time.sleep(delay)
                 delay = min(delay * 2, 2.0)
@@ -185,6 +193,7 @@ def _read(
     out: queue.Queue[Framed | None],
     chatter: list[str],
     progress: Progress,
+    fwd: Forwarder,
 ) -> None:
     for raw in iter(pipe.readline, b""):
         line = raw.decode("utf-8", errors="replace").rstrip("\n")
@@ -197,6 +206,7 @@ def _read(
             progress.update(framed.item.end_offset)
             out.put(framed)
     progress.write(force=True)
+    fwd.exec_over_at = time.monotonic()
     out.put(None)
 
 
@@ -231,7 +241,7 @@ def follow(
     progress = Progress(job_dir / PROGRESS_FILE, offset)
     reader = threading.Thread(
         target=_read,
-        args=(proc.stdout, spec.nonce, items, fwd.result.chatter, progress),
+        args=(proc.stdout, spec.nonce, items, fwd.result.chatter, progress, fwd),
         daemon=True,
     )
     errs = threading.Thread(target=_drain_stderr, args=(proc.stderr, fwd.result), daemon=True)

@@ -86,7 +86,7 @@ class Follower:
                 if self.clock.monotonic() - attached_at > 60:
                     backoff_s = 0.0  # it has been running fine: a new failure starts afresh
                 if not self._stalled(client):
-                    self.clock.sleep(self.poll_s)
+                    self._wait_while_alive(client)
                     continue
                 procs.kill_job_processes(self.files.root)
             if client is not None:
@@ -116,6 +116,12 @@ class Follower:
             attached_at = self.clock.monotonic()
             next_attach_at = attached_at + backoff_s
             backoff_s = min(max(1.0, backoff_s * 2), self.backoff_max_s)
+
+    def _wait_while_alive(self, client: ProcRef) -> None:
+        """Up to a poll, but back at once when the client ends (it ends on the job's end)."""
+        until = self.clock.monotonic() + self.poll_s
+        while self.clock.monotonic() < until and client.alive():
+            self.clock.sleep(min(0.05, self.poll_s))
 
     def _stalled(self, client: ProcRef) -> bool:
         """The client lives but its connection died: nothing received for `stall_s` while the

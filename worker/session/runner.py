@@ -48,6 +48,7 @@ from worker.errors import (
 )
 from worker.records.lease import LeaseLost
 from worker.records.ledger import JobRecord, Ledger
+from worker.records.logship import LogShipper
 from worker.session import checks, procs
 from worker.session import plan as vmplan
 from worker.session.attach import AttachSpec
@@ -143,6 +144,7 @@ class Runner:
         self._early_release: threading.Thread | None = None
         self._early_error: ColabqError | None = None
         self.adopted = False
+        self._ship = LogShipper(deps.ledger, spec.job_id)
 
     # --- helpers ----------------------------------------------------------------------------
 
@@ -157,10 +159,9 @@ class Runner:
         self.files.write_runner(phase)
 
     def log(self, text: str) -> None:
-        try:
-            self.d.ledger.append_log(self.job_id, f"[colabq] {text}", "colabq")
-        except REDIS_DOWN:
-            print(f"colabq runner {self.job_id}: {text}", file=sys.stderr, flush=True)
+        """Never waits on Redis (a release that logs must still stop the session now)."""
+        print(f"colabq {self.job_id}: {text}", file=sys.stderr, flush=True)
+        self._ship(f"[colabq] {text}")
 
     def _cancelled(self) -> str | None:
         return self.d.ledger.cancel_requested(self.job_id)
@@ -238,6 +239,7 @@ class Runner:
             while True:
                 rec = self.d.ledger.get(self.job_id)
                 if rec.state in TERMINAL:
+                    self._ship.close()
                     return self._outcome(rec)
                 try:
                     self._guard(rec)
@@ -304,6 +306,7 @@ class Runner:
         """Stop acting: the watchdog decides for the session (a stale owner is not busy), and
         the janitor adopts the job once the lease has expired."""
         self._phase(Phase.HANDED_OVER)
+        self._ship.close(timeout_s=1.0)
         print(f"colabq runner {self.job_id}: handed over: {reason}", file=sys.stderr, flush=True)
         return Outcome(S.RUNNING, f"handed over: {reason}", self.exit_code, handed_over=True)
 
