@@ -1,0 +1,209 @@
+"""The steps from the job's end: the end classified from its sentinels (or, if the VM went
+away first, from the store), PERSISTING (the session stopped at once while the store verifies),
+RETAINED (the only copy recovered first), RELEASING (the job's exec clients killed, the verified
+stop, the pending outcome recorded with its report; a cancel wins) and RESTARTING (a new segment
+after a lost VM)."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+
+from worker.colab.release import ReleaseOutcome, release_session
+from worker.errors import ColabqError
+from worker.records.ledger import JobRecord
+from worker.session import plan as vmplan
+from worker.session import procs
+from worker.session.job import Finish, JobRun, to_int
+from worker.session.recovery import recover_results
+from worker.session.watchpolicy import Phase
+from worker.states import JobState as S
+
+
+class Finishing(JobRun):
+    def _job_ended(self) -> None:
+        """The wrapper's end was forwarded: classify it from its sentinels."""
+        w = self.d.ledger.read_watch(self.job_id)
+        self.exit_code = to_int(w.get("exec_exit"))
+        if w.get("exec_not_launched"):
+            raise Finish(S.FAILED, "the job was never started on the VM")
+        if w.get("exec_first_upload") == "failed":
+            raise Finish(S.FAILED, "the first upload failed on the VM; the job did not run")
+        if w.get("exec_resume") == "failed":
+            raise Finish(S.FAILED, "the resume checkpoint could not be downloaded on the VM")
+        if self.exit_code is None:
+            raise Finish(S.FAILED, "the wrapper on the VM ended without the job's exit status")
+        self.log(f"job exited {self.exit_code}")
+        if w.get("exec_final_upload") != "ok":
+            self._to(S.RETAINED, "final upload failed on the VM; recovering the results")
+            return
+        # The results are in the store: stop paying for the VM while the store verifies them.
+        self._early_release = threading.Thread(target=self._release_now, daemon=True)
+        self._early_release.start()
+        self._to(S.PERSISTING, f"job exited {self.exit_code}; verifying artifacts")
+
+    def _session_gone(self, how: str) -> None:
+        """The VM went away before the job's end reached us: ended (self-released after its
+        final upload), or lost (preempted, reclaimed, stopped elsewhere)."""
+        v = self._verify_quietly()
+        if v is not None and v.exit_code is not None:
+            self.exit_code = v.exit_code
+            self.log(f"the VM is gone ({how}); the store has the job's exit code {v.exit_code}")
+            self._to(S.PERSISTING, f"job exited {self.exit_code}; verifying artifacts")
+            return
+        synced = v.summary() if v is not None else "the store could not be read"
+        reason = f"the VM was lost ({how}) before the job ended; last synced: {synced}"
+        if self.restarts < self.spec.max_restarts:
+            raise Finish(S.RESTARTING, reason)
+        raise Finish(S.VM_LOST, reason)
+
+    def _persist(self, rec: JobRecord) -> None:
+        if self.exit_code is None:
+            self.exit_code = to_int(self.d.ledger.read_watch(self.job_id).get("exec_exit"))
+        try:
+            v = self.d.store.verify(self.spec)
+        except ColabqError as exc:
+            raise Finish(
+                S.FAILED, f"job exited {self.exit_code} but artifacts could not be verified: {exc}"
+            ) from None
+        self.log(v.summary())
+        if self.exit_code is None:
+            self.exit_code = v.exit_code
+        if not v.ok:
+            raise Finish(S.FAILED, f"job exited {self.exit_code} but artifacts are {v.summary()}")
+        if self.exit_code != 0:
+            raise Finish(S.FAILED, f"job exited {self.exit_code}")
+        raise Finish(S.SUCCEEDED, "exit 0, artifacts verified, session released")
+
+    def _recover(self, rec: JobRecord) -> None:
+        """The VM kept itself because the final upload failed: copy its results here, then
+        let it be released (invariant 4)."""
+        assert self.name is not None
+        if self.exit_code is None:
+            self.exit_code = to_int(self.d.ledger.read_watch(self.job_id).get("exec_exit"))
+        self._phase(Phase.RECOVERING)
+        self.d.fence()
+        got = recover_results(
+            self.d.driver, self.name, vmplan.remote_job_dir(self.job_id), self.files.results,
+            log=self.log, lock_path=self.files.recover_lock,
+        )  # fmt: skip
+        self.log(got.summary())
+        self._phase(Phase.FINISHING)
+        if not got.ok:
+            raise Finish(S.FAILED_LOST, f"final upload failed and recovery failed: {got.summary()}")
+        self.results_local = f"{os.uname().nodename}:{got.local_dir}"
+        self.d.ledger.set_fields(self.job_id, owner=self.owner, results_local=self.results_local)
+        raise Finish(
+            S.FAILED,
+            f"job exited {self.exit_code} but the final upload failed; results recovered to "
+            f"{self.results_local}",
+        )
+
+    def _release_now(self) -> None:
+        """Kill the job's exec clients (a real `colab exec` outliving its session writes its
+        record back), then the verified stop."""
+        assert self.name is not None and self.endpoint is not None
+        procs.kill_job_processes(self.files.root)
+        try:
+            self.released = release_session(
+                self.d.driver, self.name, self.endpoint, clock=self.d.clock, log=self.log
+            )
+        except ColabqError as exc:
+            self._early_error = exc
+
+    def _release(self, rec: JobRecord) -> None:
+        state = S(rec.get("pending_outcome") or S.FAILED_LOST.value)
+        reason = rec.get("pending_reason") or rec.reason
+        if self.name is None and rec.get("session"):
+            self.name = rec.get("session")
+        if self.name is not None and self.endpoint is None:
+            self._record_endpoint()
+        self._phase(Phase.FINISHING)
+        if self._early_release is not None:
+            self._early_release.join()
+            self._early_release = None
+        elif self._holds_session():
+            self.d.fence()
+            self._release_now()
+        if self._early_error is not None:
+            reason = f"{reason}; RELEASE NOT VERIFIED: {self._early_error.advice()}"
+            state = S.FAILED_LOST if state is S.SUCCEEDED else state
+            self.released = None
+        if self._holds_session() and self.released is None and self._early_error is None:
+            self.released = ReleaseOutcome.ALREADY_GONE
+        if state is not S.RESTARTING and (why := self._cancelled()):
+            # A cancel wins whatever else was about to happen (the job's exit, a failure).
+            reason = (
+                f"cancelled: {why} ({reason})" if not reason.startswith("cancelled") else reason
+            )
+            state = S.CANCELLED
+        if state is S.RESTARTING:
+            if self._early_error is not None:
+                state = S.VM_LOST  # never a second session while the first is not verified gone
+            else:
+                self._to(S.RESTARTING, reason)
+                return
+        procs.kill_job_processes(self.files.root, everything=True)
+        self._phase(Phase.DONE)
+        report = self._report(state, reason)
+        fields = {"report": json.dumps(report), "outcome": state.value}
+        if self.exit_code is not None:
+            fields["exit_code"] = str(self.exit_code)
+        self._to(state, reason, **fields)
+
+    def _restart(self, rec: JobRecord) -> None:
+        """A new segment: a new session, resumed from the last synced checkpoint."""
+        self.restarts = int(rec.get("restarts") or 0) + 1
+        self.segment = self.restarts
+        self.name, self.endpoint, self.exit_code, self.released = None, None, None, None
+        self._early_error = None
+        self.resume_uri = self.d.store.checkpoint_uri(self.spec)
+        where = self.resume_uri or self.spec.resume_from or "the start (nothing synced yet)"
+        self.d.ledger.start_segment(self.job_id, self.owner, self.segment)
+        self._to(
+            S.ALLOCATING,
+            f"restart {self.restarts} of {self.spec.max_restarts}: resuming from {where}",
+            segment=str(self.segment),
+            restarts=str(self.restarts),
+        )
+
+    def _report(self, state: S, reason: str) -> dict[str, object]:
+        spec = self.spec
+        released = self.released.value if self.released else None
+        remaining = None if (self.endpoint is None or released) else self.endpoint
+        if remaining:
+            next_action = (
+                f"session {self.name} may still hold {remaining}: check `colab sessions` on "
+                f"{self.d.worker_name} and stop it"
+            )
+        elif self.results_local:
+            next_action = f"results are on {self.results_local}: upload them, then resubmit"
+        elif state is S.SUCCEEDED:
+            next_action = "none"
+        elif state is S.VM_LOST:
+            next_action = (
+                f"resubmit with `--resume-from {spec.job_id}` (or `--max-restarts N` to let "
+                "colabq restart a lost VM itself)"
+            )
+        elif state is S.CANCELLED:
+            next_action = "none (cancelled)"
+        else:
+            next_action = f"read `colabq logs {spec.job_id}`, fix, and resubmit"
+        return {
+            "job_id": spec.job_id,
+            "run_name": spec.run_name,
+            "commit": spec.commit,
+            "outcome": state.value,
+            "reason": reason,
+            "exit_code": self.exit_code,
+            "artifacts": self.d.store.location(spec),
+            "results_local": self.results_local,
+            "session": self.name,
+            "endpoint": self.endpoint,
+            "restarts": self.restarts,
+            "runtime": released or ("never allocated" if self.endpoint is None else "UNKNOWN"),
+            "remaining_endpoint": remaining,
+            "notes": self.notes,
+            "next_action": next_action,
+        }

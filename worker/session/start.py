@@ -1,0 +1,137 @@
+"""The steps before the job runs: ALLOCATING (checks, the watchdog, `colab new`, the endpoint
+recorded at once) and STARTING (one bundle upload, the launch cell that starts the wrapper
+detached, once). An adopter resumes them: it waits for a `colab new` a dead owner left running,
+and never launches the job twice."""
+
+from __future__ import annotations
+
+from worker.errors import (
+    AcceleratorRejected,
+    AllocationRefused,
+    BudgetExceeded,
+    ColabError,
+    ColabqError,
+    RemotePathNotFound,
+)
+from worker.records.ledger import JobRecord
+from worker.session import checks, procs
+from worker.session import plan as vmplan
+from worker.session.job import LAUNCH_TIMEOUT_S, Finish, JobRun, sentinel, session_name
+from worker.session.watchpolicy import Phase
+from worker.states import JobState as S
+
+
+class Starting(JobRun):
+    def _allocate(self, rec: JobRecord) -> None:
+        d, spec = self.d, self.spec
+        if self.name is not None:
+            # An adopted job whose owner died during allocation.
+            if self.endpoint is None and not self._wait_for_endpoint():
+                raise Finish(
+                    S.FAILED_LOST,
+                    f"the owner died while allocating {self.name}; no endpoint was recorded, so "
+                    "an assignment it may have made shows as [?] in `colab sessions`",
+                )
+            self._to(S.STARTING, f"session {self.name} at {self.endpoint}")
+            return
+        self._phase(Phase.CHECKING)
+        balance = self._check_before_allocation()
+        self.name = session_name(d.settings.session_prefix)
+        self._write_watch()
+        try:
+            d.start_watchdog(self.files, self._child_env())
+        except ColabqError as exc:
+            raise Finish(S.FAILED, f"pre-allocation check failed: {exc.advice()}") from None
+        self.log(f"checks passed (colab {d.settings.colab_version}, balance {balance:.2f} units)")
+        self.log("watchdog alive")
+        d.fence()
+        d.ledger.set_fields(self.job_id, owner=self.owner, session=self.name)
+        self._phase(Phase.ALLOCATING)
+        self.log(f"allocating {spec.gpu}{' high-mem' if spec.high_mem else ''} as {self.name}")
+        try:
+            d.driver.new(self.name, spec.gpu.value, spec.high_mem)
+        except (AllocationRefused, AcceleratorRejected) as exc:
+            self._record_endpoint()
+            raise Finish(S.FAILED_NO_GPU, f"no GPU: {exc}") from None
+        except ColabError as exc:
+            self._record_endpoint()
+            raise Finish(S.FAILED, f"allocation failed: {exc.advice()}") from None
+        if not self._record_endpoint():
+            raise Finish(S.FAILED, "colab new said READY but recorded no endpoint")
+        self._to(S.STARTING, f"session {self.name} at {self.endpoint}")
+
+    def _check_before_allocation(self) -> float:
+        # Invariant 1: nothing is allocated before these pass, the watchdog included.
+        d, spec = self.d, self.spec
+        try:
+            launch = vmplan.launch_source(spec, d.settings, self.nonce, self._segment_plan())
+            checks.check_job_files(spec, self.files.root, vmplan.VM_DIR, launch)
+            if d.settings.hf_token_file is not None:
+                checks.check_token_file(d.settings.hf_token_file)
+            elif spec.artifact.kind == "hf":
+                raise Finish(
+                    S.FAILED, "a Hub destination needs COLABQ_HF_TOKEN_FILE on the worker host"
+                )
+            dest = d.store.check_destination(spec.artifact)
+            self.log(f"destination: {dest}")
+            if self.resume_uri is None and spec.resume_from:
+                size = d.check_input(spec.resume_from)
+                self.log(f"resume checkpoint {spec.resume_from}: {size} bytes")
+            checks.check_cli_version(d.driver, d.settings.colab_version)
+            return checks.check_budget(d.driver, spec.budget_units, d.settings.budget_floor_units)
+        except BudgetExceeded as exc:
+            raise Finish(S.FAILED_BUDGET, exc.advice()) from None
+        except ColabqError as exc:
+            raise Finish(S.FAILED, f"pre-allocation check failed: {exc.advice()}") from None
+
+    def _wait_for_endpoint(self) -> bool:
+        """Adoption: a `colab new` the dead owner started may still be writing its state."""
+        assert self.name is not None
+        while procs.cli_running(self.d.driver.config_path):
+            self.d.clock.sleep(0.5)
+        return self._record_endpoint()
+
+    def _start(self, rec: JobRecord) -> None:
+        d, name = self.d, self.name
+        assert name is not None
+        self._phase(Phase.UPLOADING)
+        if not (self.adopted and self._launched()):
+            bundle = vmplan.write_bundle(
+                self.files.root / vmplan.BUNDLE,
+                vmplan.bundle_members(self.files.root / vmplan.SCRIPT, d.settings.hf_token_file),
+            )
+            try:
+                d.fence()
+                d.driver.upload(name, bundle, f"/content/{vmplan.BUNDLE}")
+            finally:
+                bundle.unlink(missing_ok=True)
+            launch = self.files.root / f"launch-{self.segment}.py"
+            launch.write_text(
+                vmplan.launch_source(self.spec, d.settings, self.nonce, self._segment_plan())
+            )
+            d.fence()
+            out = d.driver.exec(name, launch, LAUNCH_TIMEOUT_S)
+            launched = sentinel(out, self.nonce, "LAUNCHED")
+            if launched is None:
+                raise ColabqError(f"the launch cell did not start the job: {out.strip()[-300:]}")
+            self.log(f"launched on the VM (wrapper pid {launched})")
+        self._to(S.RUNNING, f"started detached on {name}")
+
+    def _launched(self) -> bool:
+        """Whether the wrapper was started already (an adopter's question: never twice)."""
+        if self.d.ledger.read_watch(self.job_id).get("exec_launched"):
+            return True
+        assert self.name is not None
+        marker = self.files.root / "launched-probe"
+        try:
+            self.d.driver.download(
+                self.name,
+                f"{vmplan.remote_job_dir(self.job_id)}/run/launched",
+                marker,
+                timeout_s=self.d.settings.colab_call_timeout_s,
+            )
+        except RemotePathNotFound:
+            return False
+        finally:
+            marker.unlink(missing_ok=True)
+        return True
