@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # The whole test suite (what `make test` and CI run). Integration tests use the real Redis on
-# 127.0.0.1:6379; pytest's "no tests collected" (exit 5) counts as a failure.
+# 127.0.0.1:6379; pytest's "no tests collected" (exit 5) counts as a failure. Three processes:
+# the integration tests mostly wait on jobs, so they overlap well even on two cores (each test
+# has its own key prefix, queues, emulator and folders).
 set -u
 cd "$(dirname "$0")/.."
 bash ops/ensure-redis.sh || exit 1
 export COLABQ_REQUIRE_SERVICES=1
-.venv/bin/pytest "$@"
+.venv/bin/pytest -n "${COLABQ_TEST_PROCESSES:-3}" "$@"
 rc=$?
 if [ "$rc" -eq 5 ]; then
   echo "ops/test.sh: pytest collected no tests: failing" >&2
