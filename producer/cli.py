@@ -182,12 +182,23 @@ def beat(loglevel: Annotated[str, typer.Option()] = "INFO") -> None:
 @command
 def janitor(
     dry_run: Annotated[bool, typer.Option("--dry-run/--act", help="Report only (default).")] = True,
+    as_json: JsonOpt = False,
 ) -> None:
-    """One janitor pass now: what it saw, what it did or would do, what it left alone."""
-    from worker.janitor import janitor_pass
+    """One janitor pass now: what it saw, what it did or would do, what it left alone and why.
 
-    for line in janitor_pass(_connect(load_settings()), dry_run=dry_run).lines():
-        out.print(line, markup=False)
+    A dry run reads the ledger only: no Colab or Hub call, no change.
+    """
+    from producer import render
+    from worker.janitor.run import janitor_pass
+    from worker.janitor.wiring import build_janitor_deps
+
+    settings = load_settings()
+    ledger = _connect(settings)
+    report = janitor_pass(build_janitor_deps(settings, ledger), dry_run=dry_run)
+    if as_json:
+        print(json.dumps(report.to_json()))
+    else:
+        out.print(render.janitor_table(report))
 
 
 @command

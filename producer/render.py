@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Group, RenderableType
 from rich.table import Table
@@ -12,6 +12,9 @@ from rich.text import Text
 
 from worker.records.ledger import HistoryEntry, JobRecord
 from worker.states import TERMINAL, JobState
+
+if TYPE_CHECKING:
+    from worker.janitor.run import JanitorReport
 
 _STYLE = {
     JobState.SUCCEEDED: "green",
@@ -124,3 +127,19 @@ def job_json(rec: JobRecord, history: list[HistoryEntry]) -> dict[str, Any]:
         "history": [{"state": h.state.value, "at": h.at, "reason": h.reason} for h in history],
         "report": report_of(rec),
     }
+
+
+def janitor_table(report: JanitorReport) -> RenderableType:
+    """What a janitor pass saw, did (or would do) and left alone, and why."""
+    if not report.ran:
+        return Text("Another janitor pass holds the lock; nothing done.")
+    mode = "dry run: nothing changed, no remote call" if report.dry_run else "acted"
+    account = "" if report.account_measured else "; the account was not listed"
+    table = Table(title=f"janitor ({mode}{account})", title_justify="left")
+    for col in ("kind", "subject", "seen", "did", "why"):
+        table.add_column(col, overflow="fold")
+    for r in report.rows:
+        table.add_row(r.kind, r.subject, r.seen, r.did, r.why)
+    if not report.rows:
+        return Group(table, Text("Nothing to reconcile."))
+    return table

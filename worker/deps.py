@@ -49,6 +49,7 @@ def build_ledger(
         SystemClock(),
         Keys(settings.key_prefix),
         log_maxlen=settings.log_stream_maxlen,
+        retention_s=settings.retention_s,
     )
 
 

@@ -54,6 +54,15 @@ class Settings(BaseSettings):
     # GPU types this worker serves (one queue each: gpu.<type>).
     worker_gpus: tuple[str, ...] = ("T4", "L4", "G4", "A100", "H100")
     janitor_interval_s: float = Field(default=60.0, gt=0)
+    # A terminal job's record, history and log stream expire this long after it ended.
+    retention_s: float = Field(default=30 * 24 * 3600.0, gt=0)
+    # An assignment colabq recorded for a job that is over (or whose owners are all dead) is
+    # stopped once it has been seen this long; a QUEUED job no queue holds after this long is
+    # sent again, once.
+    orphan_grace_s: float = Field(default=300.0, ge=0)
+    stranded_grace_s: float = Field(default=600.0, ge=0)
+    # A watchdog heartbeat older than this: the watchdog (and its host) is gone.
+    watchdog_stale_s: float = Field(default=90.0, gt=0)
     # Every Redis call of the runner and the attach client retries this long (with backoff)
     # through an outage before the owner gives up and hands its session to the watchdog.
     redis_retry_s: float = Field(default=60.0, ge=0)
@@ -66,6 +75,10 @@ class Settings(BaseSettings):
     # After its final upload the wrapper waits this long for its owner to stop the VM (so the
     # owner can forward the last log lines), then releases the VM itself.
     release_hold_s: float = Field(default=30.0, ge=0)
+    # A failed `colab stop` is tried again this many times in all, after 2, 4, 8 ... s (the
+    # base below); then the release is "not verified" and the janitor takes it from there.
+    release_attempts: int = Field(default=5, ge=1)
+    release_backoff_s: float = Field(default=2.0, ge=0)
     # A dead attach client is replaced at once, then after 1, 2, 4 ... s, at most this long.
     reattach_backoff_max_s: float = Field(default=30.0, gt=0)
     # A live attach client that received nothing this long while the VM's console grew has

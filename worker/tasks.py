@@ -90,10 +90,13 @@ def orphans_to_adopt(settings: Settings, queues: list[str]) -> list[str]:
 
 
 def janitor_task() -> list[str]:
-    from worker.janitor import janitor_pass
+    from worker.janitor.run import janitor_pass
+    from worker.janitor.wiring import build_janitor_deps
 
     settings = load_settings()
-    report = janitor_pass(build_ledger(settings), dry_run=False)
-    for line in report.lines():
+    ledger = build_ledger(settings)
+    report = janitor_pass(build_janitor_deps(settings, ledger), dry_run=False)
+    lines: list[str] = report.lines()
+    for line in lines:
         log.info(line)
-    return report.lines()
+    return lines

@@ -192,3 +192,32 @@ def test_host_lost_mid_run_adoption_from_another_host_verifies_the_private_repo(
     assert hub.api().repo_info(REPO).private is True
     assert tree(hub)["mnist-mlp-bs64-lr1e-3-hub/ckpt/model.bin"] == 2048
     assert fleet.colab("sessions").stdout.strip() == NO_SESSIONS
+
+
+def test_worker_killed_the_janitor_settles_the_job_from_the_private_repo(
+    fleet: Fleet, hub: Hub
+) -> None:
+    """The janitor verifies with the token and endpoint of the host it runs on: a private repo
+    holding the results settles the dead worker's job SUCCEEDED, with the VM's exit code."""
+    job_id = submit(fleet, "echo started\nsleep 2\n" + TRAIN, "--sync", "ckpt", "--expect", "ckpt")
+    deadline = time.monotonic() + 60
+    while not any(ln.text == "started" for ln in fleet.ledger.read_log(job_id)):
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    fleet.kill_worker()  # the worker only: its watchdog lives on and stops the idle session
+    deadline = time.monotonic() + 90
+    while fleet.colab("sessions").stdout.strip() != NO_SESSIONS:
+        assert time.monotonic() < deadline, "the watchdog never released the session"
+        time.sleep(0.5)
+    time.sleep(4)  # the lease (3 s here) expires
+    res = subprocess.run(
+        [sys.executable, "-m", "producer.cli", "janitor", "--act", "--json"],
+        env=fleet.other_host("beat"), capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stdout + res.stderr
+    [row] = [r for r in json.loads(res.stdout)["rows"] if r["subject"] == job_id]
+    assert row["did"] == "did: settle SUCCEEDED", row
+    rec = fleet.ledger.get(job_id)
+    assert rec.state is JobState.SUCCEEDED and rec.get("exit_code") == "0", rec.reason
+    assert json.loads(rec.get("report") or "{}")["exit_code"] == 0
+    assert hub.api().repo_info(REPO).private is True

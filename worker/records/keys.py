@@ -48,6 +48,23 @@ class Keys:
         """Sorted set job id -> lease expiry (epoch seconds), for the janitor."""
         return f"{self.prefix}:leases"
 
+    def active(self) -> str:
+        """Set of the ids of jobs not yet terminal: what a janitor pass reads."""
+        return f"{self.prefix}:active"
+
+    def endpoints(self) -> str:
+        """Hash endpoint -> job id, for every endpoint a job was assigned (account
+        reconciliation tells colabq's sessions from everybody else's by it)."""
+        return f"{self.prefix}:endpoints"
+
+    def first_seen(self) -> str:
+        """Hash endpoint -> when a janitor pass first saw it on the account (epoch s)."""
+        return f"{self.prefix}:janitor:first-seen"
+
+    def adopting(self, job_id: str) -> str:
+        """Set-if-absent with expiry: a janitor started an adopter for this job."""
+        return f"{self.prefix}:job:{job_id}:adopting"
+
     def janitor_lock(self) -> str:
         return f"{self.prefix}:janitor:lock"
 

@@ -18,7 +18,7 @@ from worker.clock import Clock
 from worker.errors import IllegalTransition, JobNotFound, StaleOwner
 from worker.records.keys import Keys
 from worker.spec import JobSpec, decode_spec, encode_spec
-from worker.states import JobState, can_transition
+from worker.states import TERMINAL, JobState, can_transition
 
 T = TypeVar("T")
 
@@ -49,6 +49,8 @@ RUNTIME_FIELDS = frozenset(
         # The job's sentinel nonce (not a secret: it tells colabq's lines from the job's own),
         # so that any later owner can read the wrapper's console.
         "nonce",
+        # A janitor sent a QUEUED job's message again (once) at this time.
+        "resent_at",
     }
 )
 
@@ -57,7 +59,8 @@ RUNTIME_FIELDS = frozenset(
 # an item at or before the recorded offset was forwarded already (a retried batch, a client
 # that re-attached) and is skipped: every line reaches the stream exactly once. A client of an
 # older segment (its VM was lost and a new one started) changes nothing.
-# KEYS: watch hash, log stream. ARGV: segment, maxlen, then (end offset, kind, payload)...
+# KEYS: watch hash, log stream. ARGV: segment, maxlen, retention (s), then (end offset, kind,
+# payload)... The stream's retention is renewed with every line.
 # kinds: l = a line; s = a sentinel "WHAT=value"; e = the attach's end. A line moves the offset
 # strictly forward; a sentinel or an end may sit at the offset already recorded (the attach's own
 # markers take no bytes), and applying one twice changes nothing.
@@ -65,13 +68,15 @@ _FORWARD = """
 local seg = redis.call('HGET', KEYS[1], 'segment') or '0'
 if seg ~= ARGV[1] then return -1 end
 local cur = tonumber(redis.call('HGET', KEYS[1], 'log_offset') or '0')
-for i = 3, #ARGV, 3 do
+local added = false
+for i = 4, #ARGV, 3 do
   local pos = tonumber(ARGV[i])
   local kind = ARGV[i + 1]
   if pos > cur or (kind ~= 'l' and pos >= cur) then
     if kind == 'l' then
       redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[2], '*', 'line', ARGV[i + 2],
                  'stream', 'out')
+      added = true
     else
       local text = ARGV[i + 2]
       local eq = string.find(text, '=', 1, true)
@@ -84,6 +89,7 @@ for i = 3, #ARGV, 3 do
   end
 end
 redis.call('HSET', KEYS[1], 'log_offset', cur)
+if added then redis.call('EXPIRE', KEYS[2], ARGV[3]) end
 return cur
 """
 
@@ -170,11 +176,22 @@ class LogLine:
 
 
 class Ledger:
-    def __init__(self, client: redis.Redis, clock: Clock, keys: Keys, *, log_maxlen: int) -> None:
+    def __init__(
+        self,
+        client: redis.Redis,
+        clock: Clock,
+        keys: Keys,
+        *,
+        log_maxlen: int,
+        retention_s: float = 30 * 24 * 3600,
+    ) -> None:
         self.r: Any = client  # redis-py's stubs type replies as unions of everything
         self.clock = clock
         self.keys = keys
         self.log_maxlen = log_maxlen
+        # A terminal job's record, history, log stream and observations expire this long after
+        # it ended (its full log is in the store).
+        self.retention_s = retention_s
         self._forward = client.register_script(_FORWARD)
         self._start_segment = client.register_script(_START_SEGMENT)
         self._renew = client.register_script(_RENEW)
@@ -207,6 +224,7 @@ class Ledger:
             )
             pipe.rpush(self.keys.history(spec.job_id), _entry(JobState.QUEUED, now, "submitted"))
             pipe.zadd(self.keys.jobs(), {spec.job_id: now})
+            pipe.sadd(self.keys.active(), spec.job_id)
             return spec.job_id, True
 
         return self._watch(txn, idem)
@@ -357,9 +375,23 @@ class Ledger:
                 mapping={"state": dst.value, "reason": reason, "updated_at": repr(now), **extra},
             )
             pipe.rpush(self.keys.history(job_id), _entry(dst, now, reason))
+            if "endpoint" in extra:
+                pipe.hset(self.keys.endpoints(), extra["endpoint"], job_id)
+            if dst in TERMINAL:
+                pipe.srem(self.keys.active(), job_id)
+                ttl = int(self.retention_s)
+                for k in self._job_keys(job_id):
+                    pipe.expire(k, ttl)
+                idem = json.loads(raw[b"spec"]).get("idempotency_key")
+                if idem:
+                    pipe.expire(self.keys.idempotency(idem), ttl)
 
         self._watch(txn, key)
         return self.get(job_id)
+
+    def _job_keys(self, job_id: str) -> tuple[str, ...]:
+        k = self.keys
+        return (k.job(job_id), k.history(job_id), k.log(job_id), k.watch(job_id), k.cancel(job_id))
 
     def set_fields(self, job_id: str, *, owner: str, **values: str) -> None:
         """Record runtime facts (endpoint, exit code, report...) as the job's owner."""
@@ -374,13 +406,19 @@ class Ledger:
                 raise StaleOwner(job_id)
             pipe.multi()
             pipe.hset(key, mapping={**values, "updated_at": repr(self.clock.time())})
+            if "endpoint" in values:
+                pipe.hset(self.keys.endpoints(), values["endpoint"], job_id)
 
         self._watch(txn, key)
 
     # --- watchdog observations (not state: no owner needed) ---------------------------------
 
     def record_watch(self, job_id: str, fields: Mapping[str, str]) -> None:
-        self.r.hset(self.keys.watch(job_id), mapping=dict(fields))
+        pipe = self.r.pipeline(transaction=True)
+        pipe.hset(self.keys.watch(job_id), mapping=dict(fields))
+        if "endpoint" in fields:
+            pipe.hset(self.keys.endpoints(), fields["endpoint"], job_id)
+        pipe.execute()
 
     def read_watch(self, job_id: str) -> dict[str, str]:
         raw = self.r.hgetall(self.keys.watch(job_id))
@@ -391,7 +429,7 @@ class Ledger:
     def forward(self, job_id: str, segment: int, items: list[ForwardItem]) -> int:
         """Append `items` past the recorded offset, atomically with the offset itself; returns
         the offset now recorded, or -1 if `segment` is not the job's current one."""
-        args: list[str | int] = [str(segment), self.log_maxlen]
+        args: list[str | int] = [str(segment), self.log_maxlen, int(self.retention_s)]
         for it in items:
             args += [it.end_offset, it.kind, it.payload]
         keys = [self.keys.watch(job_id), self.keys.log(job_id)]
@@ -429,25 +467,25 @@ class Ledger:
     # --- log stream -------------------------------------------------------------------------
 
     def append_log(self, job_id: str, text: str, stream: str = "out") -> str:
-        entry_id = self.r.xadd(
-            self.keys.log(job_id),
-            {"line": text, "stream": stream},
-            maxlen=self.log_maxlen,
-            approximate=True,
-        )
+        results = self._append(job_id, [text], stream)
+        entry_id = results[0]
         return entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
 
     def append_logs(self, job_id: str, texts: list[str], stream: str) -> None:
         """Several lines in one round trip (in order)."""
+        self._append(job_id, texts, stream)
+
+    def _append(self, job_id: str, texts: list[str], stream: str) -> list[Any]:
+        # Every append renews the stream's retention, so lines forwarded after the job turned
+        # terminal (a late client) never leave a stream that lives forever.
+        key = self.keys.log(job_id)
         pipe = self.r.pipeline(transaction=False)
         for text in texts:
             pipe.xadd(
-                self.keys.log(job_id),
-                {"line": text, "stream": stream},
-                maxlen=self.log_maxlen,
-                approximate=True,
+                key, {"line": text, "stream": stream}, maxlen=self.log_maxlen, approximate=True
             )
-        pipe.execute()
+        pipe.expire(key, int(self.retention_s))
+        return list(pipe.execute())
 
     def read_log(
         self, job_id: str, after: str = "0-0", *, count: int = 1000, block_ms: int | None = None

@@ -106,9 +106,11 @@ class Finishing(JobRun):
         assert self.name is not None and self.endpoint is not None
         procs.kill_job_processes(self.files.root)
         try:
+            s = self.d.settings
             self.released = release_session(
-                self.d.driver, self.name, self.endpoint, clock=self.d.clock, log=self.log
-            )
+                self.d.driver, self.name, self.endpoint, clock=self.d.clock, log=self.log,
+                attempts=s.release_attempts, backoff_s=s.release_backoff_s,
+            )  # fmt: skip
         except ColabqError as exc:
             self._early_error = exc
 
@@ -174,8 +176,8 @@ class Finishing(JobRun):
         remaining = None if (self.endpoint is None or released) else self.endpoint
         if remaining:
             next_action = (
-                f"session {self.name} may still hold {remaining}: check `colab sessions` on "
-                f"{self.d.worker_name} and stop it"
+                f"session {self.name} may still hold {remaining}: the janitor stops it as "
+                f"colabq's orphan (`colabq janitor`), or stop it in `colab sessions` yourself"
             )
         elif self.results_local:
             next_action = f"results are on {self.results_local}: upload them, then resubmit"

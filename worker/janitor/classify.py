@@ -1,0 +1,153 @@
+"""What a janitor pass finds, as pure functions of what it read and the time.
+
+Jobs: an owner that died is adopted (its host and watchdog are gone too) or, once its watchdog
+released the session, settled from what was recorded; a QUEUED job no queue holds is sent again,
+once. Assignments on the account: **live** (their job's owner or watchdog lives), **colabq's
+orphan** (recorded on a job that is over, or whose owners are all dead, and seen longer than the
+grace period: stopped), **unknown** (no colabq record: never stopped, reported with how long it
+has been seen). Finding is kept apart from acting (`run.py`); nothing here has a side effect.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from worker.colab.parse import ServerSession
+from worker.janitor.snapshot import JobView, Snapshot
+from worker.states import TERMINAL, JobState
+
+
+class Do(StrEnum):
+    SETTLE = "settle"
+    ADOPT = "adopt"
+    RESEND = "send again"
+    DROP_LEASE = "drop lease entry"
+    FORGET = "forget"
+    STOP_ORPHAN = "stop orphan"
+    LEAVE = "leave alone"
+
+
+@dataclass(frozen=True)
+class Finding:
+    do: Do
+    kind: str  # "job" or "assignment"
+    subject: str  # a job id or an endpoint
+    job_id: str | None
+    seen: str  # the job's state, or how long the assignment has been seen
+    why: str
+
+
+def _age(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f}s"
+    if seconds < 7200:
+        return f"{seconds // 60:.0f}m"
+    return f"{seconds / 3600:.1f}h"
+
+
+def watchdog_alive(job: JobView, now: float, stale_s: float) -> bool:
+    return job.watchdog_beat_at is not None and now - job.watchdog_beat_at <= stale_s
+
+
+def find_job_findings(
+    snap: Snapshot,
+    *,
+    watchdog_stale_s: float,
+    stranded_grace_s: float,
+    queued_ids: set[str] | None,
+) -> list[Finding]:
+    """`queued_ids`: jobs whose message waits in a queue (None: not measured)."""
+    out = []
+    for job in snap.jobs:
+        seen = job.state.name if job.state else "no record"
+        if job.state is None:
+            out.append(
+                Finding(Do.FORGET, "job", job.job_id, job.job_id, seen, "its record is gone")
+            )
+        elif job.state in TERMINAL:
+            if job.lease_expired:
+                out.append(
+                    Finding(Do.DROP_LEASE, "job", job.job_id, job.job_id, seen, "already over")
+                )
+            else:
+                out.append(Finding(Do.FORGET, "job", job.job_id, job.job_id, seen, "over"))
+        elif job.state is JobState.QUEUED:
+            out += _queued(job, snap.now, stranded_grace_s, queued_ids)
+        elif not job.lock_held:
+            out.append(_ownerless(job, snap.now, watchdog_stale_s))
+    return out
+
+
+def _queued(job: JobView, now: float, grace_s: float, queued_ids: set[str] | None) -> list[Finding]:
+    age = now - job.created_at
+    if job.lock_held or age < grace_s:
+        return []
+    if job.resent_at is not None:
+        why = f"sent again {_age(now - job.resent_at)} ago; waiting for a worker"
+        return [Finding(Do.LEAVE, "job", job.job_id, job.job_id, "QUEUED", why)]
+    if queued_ids is None:
+        return [Finding(Do.LEAVE, "job", job.job_id, job.job_id, "QUEUED", "queues not read")]
+    if job.job_id in queued_ids:
+        return []  # waiting its turn
+    why = f"queued {_age(age)} ago and no queue holds its message (lost, or its worker died)"
+    return [Finding(Do.RESEND, "job", job.job_id, job.job_id, "QUEUED", why)]
+
+
+def _ownerless(job: JobView, now: float, stale_s: float) -> Finding:
+    seen = job.state.name if job.state else "?"
+    if job.gone_verified:
+        return Finding(
+            Do.SETTLE, "job", job.job_id, job.job_id, seen, "owner gone; session verified gone"
+        )
+    if watchdog_alive(job, now, stale_s):
+        assert job.watchdog_beat_at is not None
+        why = (
+            f"owner gone; its watchdog (beat {_age(now - job.watchdog_beat_at)} ago) keeps the "
+            "caps; a restarted worker takes it back"
+        )
+        return Finding(Do.LEAVE, "job", job.job_id, job.job_id, seen, why)
+    why = "owner and watchdog gone (its host is lost): adopt it and finish it from here"
+    return Finding(Do.ADOPT, "job", job.job_id, job.job_id, seen, why)
+
+
+def find_account_findings(
+    assignments: Sequence[ServerSession],
+    owners: Mapping[str, str],
+    jobs: Mapping[str, JobView],
+    first_seen: Mapping[str, float],
+    *,
+    now: float,
+    grace_s: float,
+    watchdog_stale_s: float,
+) -> list[Finding]:
+    """One finding per assignment the account holds."""
+    out = []
+    for a in assignments:
+        ep = a.endpoint
+        age = now - first_seen.get(ep, now)
+        seen = f"{_age(age)} ({a.hardware})"
+        job_id = owners.get(ep)
+        job = jobs.get(job_id) if job_id else None
+        if job_id is None or job is None:
+            why = (
+                "no colabq record (a notebook, another tool, or a `colab new` killed before it "
+                "wrote its state): never stopped by colabq"
+            )
+            out.append(Finding(Do.LEAVE, "assignment", ep, job_id, seen, why))
+            continue
+        over = job.state is None or job.state in TERMINAL
+        if not over and (job.lock_held or watchdog_alive(job, now, watchdog_stale_s)):
+            why = f"live: job {job_id} ({job.state.name if job.state else '?'})"
+            out.append(Finding(Do.LEAVE, "assignment", ep, job_id, seen, why))
+        elif not over:
+            why = f"its job {job_id} has no live owner: the adopter releases it"
+            out.append(Finding(Do.LEAVE, "assignment", ep, job_id, seen, why))
+        elif age < grace_s:
+            why = f"colabq's orphan (job {job_id} is over); stopped after {_age(grace_s)}"
+            out.append(Finding(Do.LEAVE, "assignment", ep, job_id, seen, why))
+        else:
+            why = f"colabq's orphan: job {job_id} is over and its VM is still assigned"
+            out.append(Finding(Do.STOP_ORPHAN, "assignment", ep, job_id, seen, why))
+    return out

@@ -1,0 +1,203 @@
+"""One janitor pass: read (a few pipelined round trips), find (`classify`), act, report.
+
+One pass at a time, whatever runs beat (a Redis lock, set-if-absent with expiry, token-checked
+release). Every pass is a report: each row what it saw, what it did (or, in a dry run, would do)
+or left alone, and why. A dry run makes no remote call (no Colab, no Hub) and changes nothing;
+the account is then "not measured", which is not "found none".
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+from worker.colab.parse import ServerSession
+from worker.errors import ColabqError
+from worker.janitor.classify import Do, Finding, find_account_findings, find_job_findings
+from worker.janitor.settle import Verifier, settle_job, settle_outcome
+from worker.janitor.snapshot import JobView, read_endpoint_owners, read_snapshot, read_views
+from worker.records.ledger import Ledger
+from worker.spec import JobSpec
+from worker.states import JobState
+
+ADOPT_MARK_S = 120  # an adopter this pass started has this long to take the job's lock
+
+
+@dataclass(frozen=True)
+class Row:
+    kind: str  # job, assignment, account
+    subject: str
+    seen: str
+    did: str  # "did: …", "would: …", "left alone", "failed: …"
+    why: str
+
+
+@dataclass(frozen=True)
+class JanitorReport:
+    ran: bool
+    dry_run: bool
+    rows: tuple[Row, ...] = ()
+    account_measured: bool = False
+
+    def lines(self) -> list[str]:
+        if not self.ran:
+            return ["another janitor pass holds the lock; skipped"]
+        mode = " (dry run)" if self.dry_run else ""
+        acct = "" if self.account_measured else "; account not measured"
+        head = f"janitor{mode}: {len(self.rows)} finding(s){acct}"
+        return [head, *(f"{r.kind} {r.subject} [{r.seen}]: {r.did}: {r.why}" for r in self.rows)]
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "ran": self.ran,
+            "dry_run": self.dry_run,
+            "account_measured": self.account_measured,
+            "rows": [asdict(r) for r in self.rows],
+        }
+
+    def did(self, kind: str) -> list[Row]:
+        return [r for r in self.rows if r.did.startswith(f"did: {kind}")]
+
+
+@dataclass(frozen=True)
+class JanitorDeps:
+    """The side effects of a pass; `worker.janitor.wiring` builds the real ones."""
+
+    ledger: Ledger
+    verify: Verifier  # with this host's Hub token and endpoint
+    location: Callable[[JobSpec], str]
+    account: Callable[[], list[ServerSession]]  # `colab sessions` (remote)
+    stop_orphan: Callable[[JobView, str], str]  # (job, endpoint) -> what was done (remote)
+    adopt: Callable[[str], str]  # start an adopter for the job -> what was done
+    resend: Callable[[JobSpec], str]  # send a QUEUED job's message again
+    queued_ids: Callable[[], set[str]]  # jobs whose message waits in a queue (Redis)
+    watchdog_stale_s: float = 90.0
+    orphan_grace_s: float = 300.0
+    stranded_grace_s: float = 600.0
+
+
+def janitor_pass(deps: JanitorDeps, *, dry_run: bool, lock_ttl_s: float = 300.0) -> JanitorReport:
+    ledger = deps.ledger
+    token = secrets.token_hex(16)
+    if not ledger.try_janitor_lock(token, lock_ttl_s):
+        return JanitorReport(ran=False, dry_run=dry_run)
+    try:
+        return _pass(deps, dry_run)
+    finally:
+        ledger.release_janitor_lock(token)
+
+
+def _pass(deps: JanitorDeps, dry_run: bool) -> JanitorReport:
+    ledger = deps.ledger
+    snap = read_snapshot(ledger)
+    old_queued = any(
+        j.state is JobState.QUEUED and snap.now - j.created_at >= deps.stranded_grace_s
+        for j in snap.jobs
+    )
+    findings = find_job_findings(
+        snap,
+        watchdog_stale_s=deps.watchdog_stale_s,
+        stranded_grace_s=deps.stranded_grace_s,
+        queued_ids=deps.queued_ids() if old_queued else set(),
+    )
+    rows: list[Row] = []
+    measured = False
+    if not dry_run:
+        try:
+            assignments = deps.account()
+            measured = True
+        except ColabqError as exc:
+            assignments = []
+            rows.append(Row("account", "colab sessions", "-", "failed", exc.advice()))
+        if measured:
+            findings += _account(ledger, snap.jobs, assignments, deps, snap.now)
+    rows += [_act(deps, f, dry_run) for f in findings]
+    if not dry_run:
+        _write_batch(ledger, findings, snap.now)
+    return JanitorReport(True, dry_run, tuple(rows), measured)
+
+
+def _account(
+    ledger: Ledger,
+    views: tuple[JobView, ...],
+    assignments: list[ServerSession],
+    deps: JanitorDeps,
+    now: float,
+) -> list[Finding]:
+    endpoints = [a.endpoint for a in assignments]
+    owners, first_seen = read_endpoint_owners(ledger, endpoints)
+    jobs = {v.job_id: v for v in views}
+    missing = sorted(set(owners.values()) - set(jobs))
+    jobs.update({v.job_id: v for v in read_views(ledger, missing)})
+    # First-seen times: what the account lists now keeps its time, new ones start now, the rest
+    # are forgotten (one round trip).
+    pipe = ledger.r.pipeline(transaction=False)
+    for ep in endpoints:
+        if ep not in first_seen:
+            pipe.hset(ledger.keys.first_seen(), ep, repr(now))
+    gone = [ep for ep in first_seen if ep not in set(endpoints)]
+    if gone:
+        pipe.hdel(ledger.keys.first_seen(), *gone)
+    pipe.execute()
+    return find_account_findings(
+        assignments, owners, jobs, first_seen, now=now, grace_s=deps.orphan_grace_s,
+        watchdog_stale_s=deps.watchdog_stale_s,
+    )  # fmt: skip
+
+
+def _act(deps: JanitorDeps, f: Finding, dry_run: bool) -> Row:
+    def row(did: str, why: str = f.why) -> Row:
+        return Row(f.kind, f.subject, f.seen, did, why)
+
+    if f.do is Do.LEAVE:
+        return row("left alone")
+    if dry_run or f.do in (Do.DROP_LEASE, Do.FORGET):
+        return row(f"{'would' if dry_run else 'did'}: {f.do.value}")
+    try:
+        if f.do is Do.SETTLE:
+            return _settle(deps, f)
+        if f.do is Do.ADOPT:
+            key = deps.ledger.keys.adopting(f.subject)
+            if not deps.ledger.r.set(key, "1", nx=True, ex=ADOPT_MARK_S):
+                return row("left alone", "an adopter was started for it moments ago")
+            return row(f"did: adopt ({deps.adopt(f.subject)})")
+        if f.do is Do.RESEND:
+            rec = deps.ledger.get(f.subject)
+            now = repr(deps.ledger.clock.time())
+            deps.ledger.set_fields(f.subject, owner=rec.owner, resent_at=now)
+            return row(f"did: send again ({deps.resend(rec.spec)})")
+        if f.do is Do.STOP_ORPHAN:
+            assert f.job_id is not None
+            [view] = read_views(deps.ledger, [f.job_id])
+            return row(f"did: stop orphan ({deps.stop_orphan(view, f.subject)})")
+    except ColabqError as exc:
+        return row(f"failed: {f.do.value}", exc.advice())
+    raise AssertionError(f"unhandled finding {f.do}")
+
+
+def _settle(deps: JanitorDeps, f: Finding) -> Row:
+    ledger = deps.ledger
+    rec = ledger.get(f.subject)
+    cancel = ledger.cancel_requested(f.subject)
+    s = settle_outcome(rec, ledger.read_watch(f.subject), deps.verify, cancel)
+    if s is None:
+        return Row(f.kind, f.subject, f.seen, "left alone", "its session is not verified gone")
+    if not settle_job(ledger, f.subject, s, deps.location(rec.spec)):
+        return Row(f.kind, f.subject, f.seen, "left alone", "its owner renewed the lease meanwhile")
+    return Row(f.kind, f.subject, f.seen, f"did: settle {s.state.name}", s.reason)
+
+
+def _write_batch(ledger: Ledger, findings: list[Finding], now: float) -> None:
+    """Lease entries of finished jobs, forgotten active entries, and retention: one round trip."""
+    k = ledger.keys
+    drop = [f.subject for f in findings if f.do is Do.DROP_LEASE]
+    forget = [f.subject for f in findings if f.do in (Do.FORGET, Do.DROP_LEASE)]
+    pipe = ledger.r.pipeline(transaction=False)
+    if drop:
+        pipe.zrem(k.leases(), *drop)
+    if forget:
+        pipe.srem(k.active(), *forget)
+    # Records expire by themselves (a TTL set when the job ended); the index of jobs follows.
+    pipe.zremrangebyscore(k.jobs(), "-inf", now - ledger.retention_s)
+    pipe.execute()

@@ -1,0 +1,109 @@
+"""Settling a job whose owner died and whose session its watchdog already verified gone.
+
+`settle_outcome` decides from what the dead owner's attach client and watchdog recorded and what
+the store holds (verified with this host's Hub token and endpoint: a private repo checked
+without them looks empty); a cancel flag makes it CANCELLED. `settle_job` records it, with the
+exit code and a report, under an adopter's token.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from worker.errors import ColabqError
+from worker.records.ledger import JobRecord, Ledger
+from worker.spec import JobSpec
+from worker.states import HOLDS_SESSION, JobState
+from worker.store.artifacts import Verification
+
+Verifier = Callable[[JobSpec], Verification]
+
+
+@dataclass(frozen=True)
+class Settlement:
+    state: JobState
+    reason: str
+    exit_code: int | None = None
+
+
+def _int(v: str | None) -> int | None:
+    return int(v) if v is not None and v.lstrip("-").isdigit() else None
+
+
+def settle_outcome(
+    rec: JobRecord, watch: Mapping[str, str], verify: Verifier, cancel: str | None = None
+) -> Settlement | None:
+    """The terminal state of a job whose owner died, or None if it must be left alone."""
+    endpoint = rec.get("endpoint") or watch.get("endpoint")
+    if not endpoint:
+        if cancel is not None:
+            return Settlement(JobState.CANCELLED, f"cancelled: {cancel} (owner died first)")
+        return Settlement(JobState.FAILED_LOST, "owner died before a session was assigned")
+    if not watch.get("gone_verified_at"):
+        return None
+    code = _int(watch.get("exec_exit"))
+    if cancel is not None:
+        return Settlement(JobState.CANCELLED, f"cancelled: {cancel} (owner died)", code)
+    if watch.get("results_local"):
+        return Settlement(
+            JobState.FAILED,
+            f"owner died; job exited {code}; the final upload failed and the watchdog recovered "
+            f"the results to {watch['results_local']}",
+            code,
+        )
+    try:
+        v = verify(rec.spec)
+    except ColabqError as exc:
+        return Settlement(
+            JobState.FAILED, f"owner died; job exited {code}; artifacts unverifiable: {exc}", code
+        )
+    code = code if code is not None else v.exit_code  # the store keeps the VM's exit_code
+    if code is None:
+        return Settlement(
+            JobState.FAILED_LOST, "owner died; the watchdog released the session; outcome unknown"
+        )
+    if not v.ok:
+        return Settlement(JobState.FAILED, f"owner died; job exited {code}; {v.summary()}", code)
+    if code != 0:
+        return Settlement(JobState.FAILED, f"owner died; job exited {code}", code)
+    return Settlement(
+        JobState.SUCCEEDED,
+        "owner died; exit 0, artifacts verified, session released (watchdog)",
+        code,
+    )
+
+
+def settle_job(ledger: Ledger, job_id: str, s: Settlement, location: str) -> bool:
+    """Record `s` for a job nobody owns any more; False if someone holds its lock."""
+    adopter = secrets.token_hex(16)
+    if not ledger.adopt(job_id, adopter, ttl_s=60.0):
+        return False
+    try:
+        rec = ledger.get(job_id)
+        if rec.state in HOLDS_SESSION and rec.state is not JobState.RELEASING:
+            ledger.transition(
+                job_id, JobState.RELEASING, owner=adopter, reason="janitor: owner died"
+            )
+        report = {
+            "job_id": job_id,
+            "run_name": rec.spec.run_name,
+            "commit": rec.spec.commit,
+            "outcome": s.state.value,
+            "reason": s.reason,
+            "exit_code": s.exit_code,
+            "artifacts": location,
+            "endpoint": rec.get("endpoint"),
+            "runtime": "released (verified gone by its watchdog)",
+            "remaining_endpoint": None,
+            "next_action": "none" if s.state is JobState.SUCCEEDED else "read the log; resubmit",
+        }
+        fields = {"outcome": s.state.value, "report": json.dumps(report)}
+        if s.exit_code is not None:
+            fields["exit_code"] = str(s.exit_code)
+        ledger.transition(job_id, s.state, owner=adopter, reason=s.reason, fields=fields)
+    finally:
+        ledger.release_lock(job_id, adopter)
+    return True

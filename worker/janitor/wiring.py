@@ -1,0 +1,143 @@
+"""The janitor's real side effects, built from the settings of the host it runs on (a beat host
+needs the account's Colab credentials and the worker settings, nothing else).
+
+- the account: `colab sessions` with the janitor's own CLI state (every line is then `[?]`;
+  colabq tells its sessions apart by the endpoints it recorded);
+- an orphan's stop: a CLI record for the owned name at the recorded endpoint in a folder of the
+  janitor's, the results recovered first if the VM holds their only copy, then the verified stop;
+- an adoption: `colabq adopt JOB` started detached (it runs until the job ends; a pass never
+  waits for a job);
+- a resend: the job's own message, under its own id, to its GPU queue;
+- the queues: which jobs' messages wait in them (the broker's Redis lists).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from worker.clock import SystemClock
+from worker.colab.driver import ColabCli, ServerSession
+from worker.colab.records import write_adoption_record
+from worker.colab.release import release_session
+from worker.janitor.run import JanitorDeps
+from worker.janitor.snapshot import JobView
+from worker.records.ledger import Ledger
+from worker.session.owner import read_token
+from worker.session.plan import remote_job_dir
+from worker.session.recovery import recover_results
+from worker.settings import Settings
+from worker.spec import Gpu, JobSpec, queue_for
+from worker.store.artifacts import Verification, build_store
+
+# kombu's Redis transport keeps a queue's priorities in lists named queue + sep + priority.
+_PRIORITY_SEP = "\x06\x16"
+_PRIORITY_STEPS = (0, 3, 6, 9)
+
+
+def janitor_dir(settings: Settings) -> Path:
+    return settings.state_dir / "janitor"
+
+
+def build_janitor_deps(settings: Settings, ledger: Ledger) -> JanitorDeps:
+    token = read_token(settings.hf_token_file)
+    home = janitor_dir(settings)
+
+    def verify(spec: JobSpec) -> Verification:
+        return build_store(spec.artifact, endpoint=settings.hf_endpoint, token=token).verify(spec)
+
+    def location(spec: JobSpec) -> str:
+        return build_store(spec.artifact, endpoint=settings.hf_endpoint, token=token).location(spec)
+
+    def driver(config: Path) -> ColabCli:
+        return ColabCli(
+            settings.colab_bin, config, timeout_s=settings.colab_call_timeout_s,
+            upload_timeout_s=settings.colab_upload_timeout_s,
+        )  # fmt: skip
+
+    def account() -> list[ServerSession]:
+        home.mkdir(parents=True, exist_ok=True)
+        return driver(home / "colab-sessions.json").sessions()
+
+    def stop_orphan(job: JobView, endpoint: str) -> str:
+        rec = ledger.get(job.job_id)
+        name = rec.get("session")
+        if not name:
+            return "no session name recorded: left for a person"
+        folder = home / "jobs" / job.job_id
+        folder.mkdir(parents=True, exist_ok=True)
+        config = folder / "colab-sessions.json"
+        write_adoption_record(
+            config, name, endpoint, accelerator=rec.spec.gpu.value, high_mem=rec.spec.high_mem
+        )
+        d = driver(config)
+        notes: list[str] = []
+        if job.final_upload == "failed" and not job.results_local:
+            got = recover_results(
+                d, name, remote_job_dir(job.job_id), folder / "results",
+                log=notes.append, lock_path=folder / "recover.lock",
+            )  # fmt: skip
+            if not got.ok:
+                return (
+                    f"NOT stopped: the VM holds the only copy and recovery failed ({got.summary()})"
+                )
+            notes.append(got.summary())
+        outcome = release_session(
+            d, name, endpoint, clock=SystemClock(), log=notes.append,
+            attempts=settings.release_attempts, backoff_s=settings.release_backoff_s,
+        )  # fmt: skip
+        return "; ".join([*notes[-1:], outcome.value])
+
+    def adopt(job_id: str) -> str:
+        home.mkdir(parents=True, exist_ok=True)
+        with open(home / f"adopt-{job_id}.log", "ab") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "producer.cli", "adopt", job_id],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
+                env=dict(os.environ),
+            )  # fmt: skip
+        return f"adopter pid {proc.pid}"
+
+    def resend(spec: JobSpec) -> str:
+        from worker.celery_app import RUN_JOB, build_app
+        from worker.spec import encode_spec
+
+        queue = queue_for(spec.gpu, settings.queue_prefix)
+        build_app(settings).send_task(
+            RUN_JOB, args=[encode_spec(spec)], queue=queue, task_id=spec.job_id
+        )
+        return f"to {queue}"
+
+    def queued_ids() -> set[str]:
+        return waiting_job_ids(ledger, settings.queue_prefix)
+
+    return JanitorDeps(
+        ledger=ledger, verify=verify, location=location, account=account,
+        stop_orphan=stop_orphan, adopt=adopt, resend=resend, queued_ids=queued_ids,
+        watchdog_stale_s=settings.watchdog_stale_s, orphan_grace_s=settings.orphan_grace_s,
+        stranded_grace_s=settings.stranded_grace_s,
+    )  # fmt: skip
+
+
+def waiting_job_ids(ledger: Ledger, queue_prefix: str) -> set[str]:
+    """Ids of the tasks whose messages wait in the GPU queues (one round trip)."""
+    lists = [
+        q if pri == 0 else f"{q}{_PRIORITY_SEP}{pri}"
+        for q in (queue_for(g, queue_prefix) for g in Gpu)
+        for pri in _PRIORITY_STEPS
+    ]
+    pipe = ledger.r.pipeline(transaction=False)
+    for name in lists:
+        pipe.lrange(name, 0, -1)
+    found: set[str] = set()
+    for messages in pipe.execute():
+        for raw in messages:
+            try:
+                task_id = json.loads(raw)["headers"]["id"]
+            except (ValueError, KeyError, TypeError):
+                continue
+            found.add(str(task_id))
+    return found
