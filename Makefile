@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: all install lint typecheck test test-unit demo bench clean
+.PHONY: all install lint typecheck test test-unit demo bench chaos clean
 
 all: lint typecheck test
 
@@ -35,6 +35,11 @@ demo: install
 
 bench: install
 	@for b in ops/bench/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+# kill -9, host loss, Redis, Hub and CLI faults, load: one table, all zero (about 11 minutes).
+chaos: install
+	bash ops/ensure-redis.sh
+	$(BIN)/python -m ops.chaos
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

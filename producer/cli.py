@@ -202,6 +202,23 @@ def janitor(
 
 
 @command
+def workers(as_json: JsonOpt = False) -> None:
+    """The live workers: host, GPU types, busy or idle, the job each holds, its last beat."""
+    import time
+
+    from producer import render
+    from worker.records.fleet import live_workers
+
+    settings = load_settings()
+    ledger = _connect(settings)
+    cards = live_workers(ledger.r, ledger.keys)
+    if as_json:
+        print(json.dumps([c.to_json() | {"busy": c.busy} for c in cards]))
+    else:
+        out.print(render.workers_table(cards, time.time()))
+
+
+@command
 def adopt(job: JobArg) -> None:
     """Take over a job whose worker host is gone, and finish it from this machine.
 
@@ -260,7 +277,7 @@ def stage(
 
 # `colabq --help` lists the commands in the order a user meets them.
 _ORDER = ["preflight", "submit", "status", "logs", "cancel", "stage", "clean", "worker", "beat",
-          "janitor", "adopt", "demo"]  # fmt: skip
+          "workers", "janitor", "adopt", "demo"]  # fmt: skip
 app.registered_commands.sort(key=lambda c: _ORDER.index(getattr(c.callback, "__name__", "")))
 
 

@@ -15,6 +15,7 @@ from worker.states import TERMINAL, JobState
 
 if TYPE_CHECKING:
     from worker.janitor.run import JanitorReport
+    from worker.records.fleet import WorkerCard
 
 _STYLE = {
     JobState.SUCCEEDED: "green",
@@ -142,4 +143,19 @@ def janitor_table(report: JanitorReport) -> RenderableType:
         table.add_row(r.kind, r.subject, r.seen, r.did, r.why)
     if not report.rows:
         return Group(table, Text("Nothing to reconcile."))
+    return table
+
+
+def workers_table(cards: list[WorkerCard], now: float) -> RenderableType:
+    """The live workers, one row each."""
+    if not cards:
+        return Text("No live worker. Start one: `celery -A worker.celery_app worker -Q …`.")
+    table = Table(title=f"{len(cards)} live worker(s)", title_justify="left")
+    for col in ("worker", "host", "GPUs", "state", "job", "last beat"):
+        table.add_column(col, overflow="fold")
+    for c in cards:
+        table.add_row(
+            c.name, c.host, ",".join(c.gpus) or "-", "busy" if c.busy else "idle",
+            c.job_id or "-", f"{max(0.0, now - c.beat_at):.0f}s ago",
+        )  # fmt: skip
     return table

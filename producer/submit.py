@@ -18,7 +18,7 @@ from pathlib import Path
 from celery import Celery
 from pydantic import ValidationError
 
-from worker.celery_app import RUN_JOB
+from worker.celery_app import RUN_JOB, job_argsrepr
 from worker.errors import ColabqError, SpecError, UserInputError
 from worker.records.ledger import Ledger
 from worker.spec import (
@@ -194,14 +194,25 @@ class Enqueued:
     state: JobState
 
 
-def enqueue(spec: JobSpec, ledger: Ledger, app: Celery, queue_prefix: str = "") -> Enqueued:
-    """Record the job, then send its message; a known idempotency key sends nothing."""
-    job_id, created = ledger.create(spec)
+def enqueue(
+    spec: JobSpec,
+    ledger: Ledger,
+    app: Celery,
+    queue_prefix: str = "",
+    *,
+    allow_same_run: bool = False,
+) -> Enqueued:
+    """Record the job, then send its message; a known idempotency key sends nothing, and a live
+    job writing to the same destination refuses it unless `allow_same_run`."""
+    job_id, created = ledger.create(spec, exclusive=not allow_same_run)
     if not created:
         return Enqueued(job_id, False, ledger.get(job_id).state)
     try:
         queue = queue_for(spec.gpu, queue_prefix)
-        app.send_task(RUN_JOB, args=[encode_spec(spec)], queue=queue, task_id=spec.job_id)
+        app.send_task(
+            RUN_JOB, args=[encode_spec(spec)], queue=queue, task_id=spec.job_id,
+            argsrepr=job_argsrepr(spec), kwargsrepr="{}",
+        )  # fmt: skip
     except Exception as exc:
         ledger.transition(job_id, JobState.FAILED, owner="", reason=f"could not enqueue: {exc}")
         raise ColabqError(f"Job {job_id} was recorded but could not be enqueued: {exc}") from exc
@@ -209,6 +220,45 @@ def enqueue(spec: JobSpec, ledger: Ledger, app: Celery, queue_prefix: str = "") 
 
 
 __all__ = ["Enqueued", "SpecError", "SubmitRequest", "build_spec", "enqueue"]
+
+
+TRACKERS = ("wandb", "mlflow")  # the trackers whose runs colabq opens and finishes
+# tracker -> (environment variable, call, keyword) naming its experiment / project
+_PROJECT_SOURCES = {
+    "mlflow": ("MLFLOW_EXPERIMENT_NAME", "mlflow.set_experiment", "experiment_name"),
+    "wandb": ("WANDB_PROJECT", "wandb.init", "project"),
+}
+
+
+def check_tracker_option(named: str | None) -> None:
+    if named is not None and named not in (*TRACKERS, "none"):
+        raise UserInputError(f"--tracker {named!r}: use wandb, mlflow or none.")
+
+
+def job_tracker(
+    named: str | None, repo: Path, launch_script: Path | None, env: Mapping[str, str]
+) -> tuple[str | None, str | None]:
+    """(tracker, its experiment / project if the job names it) for the spec: `--tracker` if
+    given ("none": no tracker), else the first of wandb / mlflow the pre-flight's rules detect.
+    The worker opens the run in that experiment, so the job's own `set_experiment` agrees."""
+    check_tracker_option(named)
+    if named == "none":
+        return None, None
+    from producer.preflight.launch_scan import LaunchScan, scan_launch_script
+    from producer.preflight.monitoring import detect_trackers
+
+    scan = scan_launch_script(launch_script, repo) if launch_script is not None else LaunchScan()
+    job_env = {**env, **scan.env}  # the script's own exports are what the job runs with
+    if named is None:
+        found = detect_trackers(env=job_env, scan=scan, repo=repo, config_flat={})
+        named = next((s.tracker.value for s in found if s.tracker.value in TRACKERS), None)
+        if named is None:
+            return None, None
+    var, func, keyword = _PROJECT_SOURCES[named]
+    project = job_env.get(var) or next(
+        (c.kwargs[keyword] for c in scan.calls if c.func == func and c.kwargs.get(keyword)), None
+    )
+    return named, project if project and len(project) <= 200 else None
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from producer.clictx import JsonOpt, _connect, build_app, load_settings, out, queue_for
+from producer.clictx import JsonOpt, _connect, build_app, err, load_settings, out, queue_for
 
 Multi = Annotated[list[str] | None, typer.Option()]
 
@@ -71,6 +71,20 @@ def submit(
             "from its last synced checkpoint (its first --sync path), at most N times.",
         ),
     ] = 0,
+    tracker: Annotated[
+        str | None,
+        typer.Option(
+            help="wandb, mlflow or none: the tracker whose run colabq opens for the job (and "
+            "closes if the job dies with it running). Default: what the pre-flight detects.",
+        ),
+    ] = None,
+    allow_same_run: Annotated[
+        bool,
+        typer.Option(
+            "--allow-same-run",
+            help="Enqueue even though a live job of this run writes to the same place.",
+        ),
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Run the pre-flight checks, then validate a job and enqueue it (once per idempotency key).
@@ -81,8 +95,9 @@ def submit(
     """
     from producer.preflight.report import validate_waivers
     from producer.preflight_cli import PreflightInputs, gate
-    from producer.submit import SubmitRequest, build_spec, enqueue
+    from producer.submit import SubmitRequest, build_spec, check_tracker_option, enqueue
 
+    check_tracker_option(tracker)
     settings = load_settings()
     waivers = tuple(sorted(validate_waivers(waive or ())))
     resume = None
@@ -138,9 +153,12 @@ def submit(
     report = checked.report
     import os
 
-    from producer.submit import check_output_repo
+    from producer.submit import check_output_repo, job_tracker
 
     repo_seen = check_output_repo(spec, os.environ, Path.home())
+    tracker_name, tracker_project = job_tracker(
+        tracker, repo_dir.resolve(), checked.launch_script, os.environ
+    )
     if not as_json:
         out.print(f"output repo: {repo_seen}", markup=False)
     # The digest changes with the clock (the ETA's end time), so it must not enter the
@@ -150,9 +168,22 @@ def submit(
             "preflight_digest": report.digest,
             "config": checked.config.as_posix() if checked.config else None,
             "epochs": epochs_of(repo_dir.resolve(), checked.config, epochs),
+            "tracker": tracker_name,
+            "tracker_project": tracker_project,
         }
     )
-    res = enqueue(spec, ledger, build_app(settings), settings.queue_prefix)
+    res = enqueue(
+        spec, ledger, build_app(settings), settings.queue_prefix, allow_same_run=allow_same_run
+    )
+    from worker.records.fleet import count_serving
+
+    queue = queue_for(spec.gpu, settings.queue_prefix)
+    served = count_serving(ledger.r, ledger.keys, queue)
+    no_worker = (
+        None
+        if served
+        else f"no live worker serves {queue}: the job waits until one starts (`colabq workers`)"
+    )
     if as_json:
         print(
             json.dumps(
@@ -162,12 +193,17 @@ def submit(
                     "state": res.state.value,
                     "waivers": list(spec.waivers),
                     "preflight_digest": spec.preflight_digest,
+                    "tracker": spec.tracker,
+                    "queue": queue,
+                    "live_workers": served,
+                    "warnings": [no_worker] if no_worker else [],
                 }
             )
         )
         return
+    if no_worker:
+        err.print(f"colabq: warning: {no_worker}", markup=False, highlight=False)
     if res.created:
-        queue = queue_for(spec.gpu, settings.queue_prefix)
         out.print(f"Enqueued job [bold]{res.job_id}[/] on {queue} ({spec.run_name}).")
         out.print(f"Follow it with: colabq logs -f {res.job_id}")
     else:

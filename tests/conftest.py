@@ -4,24 +4,71 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
+import socket
+import subprocess
+import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import redis
 
-TEST_REDIS_URL = os.environ.get("COLABQ_TEST_REDIS_URL", "redis://127.0.0.1:6379/14")
+from tests.mlflow_server import mlflow_uri  # noqa: F401 (a session fixture)
+
+TEST_REDIS_URL = os.environ.get("COLABQ_TEST_REDIS_URL")
+FALLBACK_REDIS_URL = "redis://127.0.0.1:6379/14"
+
+
+def _private_redis(tmp: Path) -> tuple[subprocess.Popen[bytes], str] | None:
+    """A redis-server of this test process's own, behind a password, as a deployment shared by
+    several machines runs it: the whole path is tested against a Redis that needs one."""
+    exe = shutil.which("redis-server")
+    if exe is None:
+        return None
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    password = secrets.token_hex(16)
+    proc = subprocess.Popen(
+        [exe, "-"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    # The configuration goes in on stdin: a password on a command line is anyone's to read.
+    conf = (f"bind 127.0.0.1\nport {port}\nsave \"\"\nappendonly no\ndir {tmp}\n"
+            f"requirepass {password}\n")  # fmt: skip
+    assert proc.stdin is not None
+    proc.stdin.write(conf.encode())
+    proc.stdin.close()
+    url = f"redis://:{password}@127.0.0.1:{port}/14"
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            redis.Redis.from_url(url, socket_connect_timeout=1).ping()
+            return proc, url
+        except redis.RedisError:
+            time.sleep(0.05)
+    proc.kill()
+    return None
 
 
 @pytest.fixture(scope="session")
-def redis_url() -> str:
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    private = None if TEST_REDIS_URL else _private_redis(tmp_path_factory.mktemp("redis"))
+    url = private[1] if private else (TEST_REDIS_URL or FALLBACK_REDIS_URL)
     try:
-        redis.Redis.from_url(TEST_REDIS_URL, socket_connect_timeout=1).ping()
+        redis.Redis.from_url(url, socket_connect_timeout=1).ping()
     except redis.RedisError as exc:
-        msg = f"Redis at {TEST_REDIS_URL} is needed: {exc}"
+        msg = (
+            f"Redis is needed ({type(exc).__name__}): start redis-server or set "
+            "COLABQ_TEST_REDIS_URL"
+        )
         if os.environ.get("COLABQ_REQUIRE_SERVICES") or os.environ.get("CI"):
             pytest.fail(msg)
         pytest.skip(msg)
-    return TEST_REDIS_URL
+    yield url
+    if private:
+        private[0].kill()
+        private[0].wait()
 
 
 @pytest.fixture

@@ -7,16 +7,24 @@ import time.
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import Any
 
 from celery import Celery
-from celery.signals import worker_ready
+from celery.signals import worker_init, worker_ready, worker_shutdown
 
 from worker.settings import Settings, load_settings
 
 RUN_JOB = "colabq.run_job"
 ADOPT = "colabq.adopt"
 JANITOR = "colabq.janitor"
+
+
+def job_argsrepr(spec: Any) -> str:
+    """What Flower and the worker log show as a job task's arguments: the run name, GPU and wall
+    cap, never the spec (its script, paths and waivers are the user's business)."""
+    return f"({spec.run_name!r}, gpu={spec.gpu.value}, wall={spec.wall_cap_s:g}s)"
 
 
 def celery_config(settings: Settings) -> dict[str, Any]:
@@ -31,8 +39,12 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "task_reject_on_worker_lost": False,
         # Even with early acks, keep any unacked message from coming back during a long job.
         "broker_transport_options": {"visibility_timeout": 7 * 24 * 3600},
-        # One slot is one Colab session: never reserve a second job while one runs.
+        # One slot is one Colab session: never reserve a second job while one runs. With early
+        # acks, prefetch 1 still lets a busy worker take the next message (the running one is
+        # acked), while an idle worker waits; Celery >= 5.6 on Redis stops consuming while every
+        # slot holds a request, so the next job goes to a worker that can start it now.
         "worker_prefetch_multiplier": 1,
+        "worker_disable_prefetch": True,
         "worker_concurrency": 1,
         # Flower sees nothing unless workers send events (off by default).
         "worker_send_task_events": True,
@@ -62,8 +74,11 @@ def celery_config(settings: Settings) -> dict[str, Any]:
 def register_tasks(app: Celery) -> None:
     from worker import tasks
 
-    app.task(name=RUN_JOB, bind=True)(tasks.run_job_task)
-    app.task(name=ADOPT, bind=True)(tasks.adopt_task)
+    # A job that did not succeed fails its task (FAILURE in Flower, with the reason): an
+    # expected outcome, logged in one line without a traceback.
+    ended = (tasks.JobDidNotSucceed,)
+    app.task(name=RUN_JOB, bind=True, throws=ended)(tasks.run_job_task)
+    app.task(name=ADOPT, bind=True, throws=ended)(tasks.adopt_task)
     app.task(name=JANITOR)(tasks.janitor_task)
 
 
@@ -85,6 +100,18 @@ def _configure(sender: Celery, **_: Any) -> None:
 register_tasks(app)
 
 
+@worker_init.connect  # type: ignore[untyped-decorator]
+def _refuse_unless_ready(sender: Any, **_: Any) -> None:
+    """A host that would fail every job it takes (no `colab`, a wrong version, no account, an
+    unwritable state dir, a bad token file) refuses to start, in one line."""
+    from worker.session.checks import worker_host_problem
+
+    problem = worker_host_problem(load_settings())
+    if problem is not None:
+        print(f"colabq worker: not starting: {problem}", file=sys.stderr, flush=True)
+        os._exit(2)  # before Celery consumes anything; no traceback for a known problem
+
+
 @worker_ready.connect  # type: ignore[untyped-decorator]
 def _adopt_own_orphans(sender: Any, **_: Any) -> None:
     """A worker restarted after a crash takes back the jobs it owned (found in its state dir)."""
@@ -95,3 +122,52 @@ def _adopt_own_orphans(sender: Any, **_: Any) -> None:
     queues = list(sender.app.amqp.queues.consume_from or {})
     for job_id in orphans_to_adopt(load_settings(), queues):
         sender.app.send_task(ADOPT, args=[job_id], queue=worker_direct(sender.hostname))
+
+
+_card_keeper: Any = None
+
+
+@worker_ready.connect  # type: ignore[untyped-decorator]
+def _publish_card(sender: Any, **_: Any) -> None:
+    """The worker's card in Redis (`colabq workers`; `colabq submit` warns when no live worker
+    serves a job's queue), renewed until the worker stops."""
+    global _card_keeper
+    import socket
+    import time
+
+    from celery.worker import state
+
+    from worker.deps import build_redis
+    from worker.records.fleet import CardKeeper, WorkerCard
+    from worker.records.keys import Keys
+
+    settings = load_settings()
+    gpu_prefix = f"{settings.queue_prefix}gpu."
+    queues = tuple(sorted(q for q in (sender.app.amqp.queues.consume_from or {})
+                          if q.startswith(gpu_prefix)))  # fmt: skip
+    if not queues:
+        return  # beat's janitor worker serves no GPU queue: not a worker jobs can go to
+    now = time.time()
+    card = WorkerCard(
+        name=sender.hostname, host=socket.gethostname(),
+        gpus=tuple(q.removeprefix(gpu_prefix).upper() for q in queues), queues=queues,
+        job_id=None, beat_at=now, started_at=now,
+    )  # fmt: skip
+
+    def current_job() -> str | None:
+        for req in list(state.active_requests):
+            if req.task_name == RUN_JOB:
+                return str(req.id)
+            if req.task_name == ADOPT and req.args:
+                return str(req.args[0])
+        return None
+
+    client = build_redis(settings, retry_s=0)  # a beat skipped in an outage; the card lives on
+    _card_keeper = CardKeeper(client, Keys(settings.key_prefix), card, current_job)
+    _card_keeper.start()
+
+
+@worker_shutdown.connect  # type: ignore[untyped-decorator]
+def _withdraw_card(**_: Any) -> None:
+    if _card_keeper is not None:
+        _card_keeper.stop()

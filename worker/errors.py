@@ -28,6 +28,18 @@ class UserInputError(ColabqError, ValueError):
     """Something the user gave is wrong; nothing was changed."""
 
 
+class RunNameInUse(UserInputError):
+    """A live job already writes to this run's place in the store (same destination)."""
+
+    def __init__(self, run_name: str, job_id: str, state: str, where: str) -> None:
+        super().__init__(
+            f"Run {run_name!r} already has a live job, {job_id} ({state}), writing to {where}: "
+            f"cancel it (`colabq cancel {job_id}`), choose another --name, or pass "
+            "--allow-same-run to write to the same place anyway."
+        )
+        self.job_id = job_id
+
+
 class SpecError(UserInputError):
     """A job spec field is invalid."""
 
@@ -70,10 +82,26 @@ class StaleOwner(LedgerError, PermissionError):
         self.job_id = job_id
 
 
+def redacted_url(url: str) -> str:
+    """A Redis URL fit to print: its password (`redis://:PASSWORD@host`) replaced by `***`."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(url)
+        if parts.password is None:
+            return url
+        user = parts.username or ""
+        host = parts.hostname or ""
+        netloc = f"{user}:***@{host}" + (f":{parts.port}" if parts.port else "")
+        return urlunsplit(parts._replace(netloc=netloc))
+    except ValueError:
+        return "<a malformed Redis URL>"
+
+
 class BrokerUnavailable(ColabqError, ConnectionError):
     def __init__(self, url: str, cause: str) -> None:
-        super().__init__(f"Cannot reach Redis at {url} ({cause}).")
-        self.url = url
+        super().__init__(f"Cannot reach Redis at {redacted_url(url)} ({cause}).")
+        self.url = redacted_url(url)
 
     hint = "Start Redis or set COLABQ_REDIS_URL."
 
@@ -164,6 +192,11 @@ class JobLocked(ColabqError):
     def __init__(self, job_id: str) -> None:
         super().__init__(f"Job {job_id} is already being run by another worker.")
         self.job_id = job_id
+
+
+class TrackerError(ColabqError):
+    """An experiment tracker (MLflow, W&B) could not be reached or refused a call. Its message
+    never holds the tracker's credential."""
 
 
 class StoreError(ColabqError):

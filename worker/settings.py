@@ -57,9 +57,10 @@ class Settings(BaseSettings):
     # A terminal job's record, history and log stream expire this long after it ended.
     retention_s: float = Field(default=30 * 24 * 3600.0, gt=0)
     # An assignment colabq recorded for a job that is over (or whose owners are all dead) is
-    # stopped once it has been seen this long; a QUEUED job no queue holds after this long is
-    # sent again, once.
-    orphan_grace_s: float = Field(default=300.0, ge=0)
+    # stopped once it has been seen this long (one and a half janitor intervals: the third
+    # pass that sees it stops it, whatever the jitter of the passes); a QUEUED job no queue holds
+    # after this long is sent again, once.
+    orphan_grace_s: float = Field(default=90.0, ge=0)
     stranded_grace_s: float = Field(default=600.0, ge=0)
     # A watchdog heartbeat older than this: the watchdog (and its host) is gone.
     watchdog_stale_s: float = Field(default=90.0, gt=0)
@@ -84,6 +85,20 @@ class Settings(BaseSettings):
     # A live attach client that received nothing this long while the VM's console grew has
     # lost its connection (a dropped websocket): it is replaced.
     attach_stall_s: float = Field(default=30.0, gt=0)
+    # Experiment trackers (worker and beat hosts). colabq opens the run of a job that logs to
+    # MLflow (and names a W&B run), so the janitor can finish it when the job dies. Credentials
+    # are files named here, read on this host only: never Redis, a message, a log or an argv.
+    mlflow_tracking_uri: str | None = None
+    mlflow_experiment: str = "colabq"  # when the job names none
+    mlflow_token_file: Path | None = None  # a bearer token (MLFLOW_TRACKING_TOKEN)
+    wandb_api_key_file: Path | None = None
+    wandb_entity: str | None = None
+    wandb_project: str | None = None  # when the job names none
+    wandb_base_url: str = "https://api.wandb.ai"
+    # A ghost run (still running while its job is over) is deleted instead of finished.
+    tracker_delete_ghosts: bool = False
+    # Each tracker call of a worker or a janitor pass gives up after this long.
+    tracker_timeout_s: float = Field(default=10.0, gt=0)
 
     @field_validator("redis_url")
     @classmethod

@@ -83,7 +83,11 @@ class JobSpec(BaseModel):
     ttl_s: Seconds
     artifact: ArtifactDest
     expected_artifacts: tuple[str, ...] = ()
+    # The experiment tracker the job logs to ("mlflow", "wandb"; set by submit from the
+    # pre-flight or --tracker) and the experiment / project it names, if known: the worker opens
+    # the run there, so the job resumes it instead of starting its own.
     tracker: str | None = None
+    tracker_project: str | None = Field(default=None, max_length=200)
     budget_units: float = Field(default=0.0, ge=0)
     # An explicit checkpoint to resume from (declared like a hub input, checked before
     # allocation, downloaded by the wrapper, its local path given to the job).
@@ -144,6 +148,13 @@ class JobSpec(BaseModel):
 def queue_for(gpu: Gpu | str, prefix: str = "") -> str:
     """The Celery queue of a GPU type: `gpu.<type>`, behind a deployment's optional prefix."""
     return f"{prefix}gpu.{str(gpu).lower()}"
+
+
+def destination(spec: JobSpec) -> str:
+    """The job's place in the store: two live jobs with the same one would overwrite each
+    other's checkpoints and logs."""
+    a = spec.artifact
+    return f"{a.kind}:{a.repo_type}:{a.repo}/{a.prefix}"
 
 
 def encode_spec(spec: JobSpec) -> str:

@@ -54,19 +54,44 @@ def execute_job(
     return {"state": outcome.state.value, "reason": outcome.reason, "exit_code": outcome.exit_code}
 
 
+class JobDidNotSucceed(Exception):
+    """Raised by a task whose job ended in any state but SUCCEEDED, so that Celery (and Flower)
+    record the task as FAILURE with the job's state and reason. Registered in `throws`: logged
+    as one line, never with a traceback."""
+
+
+# Celery's own task event names; a custom event must never reuse one (Flower would take a
+# failed job's `task-failed` for Celery's, or a cancelled job's end for a revoke).
+_CELERY_EVENTS = frozenset(
+    {"sent", "received", "started", "succeeded", "failed", "retried", "revoked", "rejected"}
+)
+
+
 def _flower(task: Any) -> StateListener:
     def to_flower(state: JobState, reason: str) -> None:
         # Flower ignores update_state, but a custom task event `task-<name>` becomes the task's
-        # state there (celery.events.state: unknown event types are upper-cased into states).
+        # state there (celery.events.state upper-cases unknown event types into states). Only
+        # the phases on the way are sent: the end is Celery's own SUCCESS or FAILURE.
+        if state in TERMINAL or state.value in _CELERY_EVENTS:
+            return
         task.send_event(f"task-{state.value}", job_state=state.value, reason=reason[:300])
 
     return to_flower
 
 
+def _ended(result: dict[str, Any]) -> dict[str, Any]:
+    state = str(result.get("state"))
+    if state in (JobState.SUCCEEDED.value, "skipped"):
+        return result
+    code = result.get("exit_code")
+    exit_part = f" (exit code {code})" if code is not None else ""
+    raise JobDidNotSucceed(f"{state.upper()}{exit_part}: {result.get('reason', '')}"[:1000])
+
+
 def run_job_task(self: Any, payload: str) -> dict[str, Any]:
     settings = load_settings()
     hostname = getattr(self.request, "hostname", None) or socket.gethostname()
-    return execute_job(payload, settings, build_ledger(settings), hostname, _flower(self))
+    return _ended(execute_job(payload, settings, build_ledger(settings), hostname, _flower(self)))
 
 
 def adopt_task(self: Any, job_id: str) -> dict[str, Any]:
@@ -78,7 +103,9 @@ def adopt_task(self: Any, job_id: str) -> dict[str, Any]:
     )
     if outcome is None:
         return {"state": "skipped", "reason": "over, or owned by a live owner"}
-    return {"state": outcome.state.value, "reason": outcome.reason, "exit_code": outcome.exit_code}
+    return _ended(
+        {"state": outcome.state.value, "reason": outcome.reason, "exit_code": outcome.exit_code}
+    )
 
 
 def orphans_to_adopt(settings: Settings, queues: list[str]) -> list[str]:

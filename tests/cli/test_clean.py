@@ -159,8 +159,8 @@ def test_an_explicit_run_dir_is_used_instead_of_the_convention(
 
 
 def _job(ledger: Ledger, run: str, state: JobState, dest: ArtifactDest | None = None) -> str:
-    spec = make_spec(run_name=run, **({"artifact": dest} if dest else {}))
-    job_id, _ = ledger.create(spec)
+    spec = make_spec(run_name=run, prefix="runs/x", **({"artifact": dest} if dest else {}))
+    job_id, _ = ledger.create(spec, exclusive=False)  # several jobs of one run, as allowed
     if state is JobState.QUEUED:
         return job_id
     assert ledger.claim(job_id, "runner-1", 60)

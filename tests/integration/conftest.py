@@ -17,14 +17,11 @@ from pathlib import Path
 import pytest
 import redis
 
+from ops.chaos.env import EMU_ADMIN, EMULATOR, fleet_env, kill_processes_mentioning
 from worker.deps import build_ledger
 from worker.records.ledger import Ledger
 from worker.settings import load_settings
 from worker.states import TERMINAL, JobState
-
-ROOT = Path(__file__).resolve().parents[2]
-EMULATOR = ROOT / "ops" / "colab"
-EMU_ADMIN = ROOT / "ops" / "colab-emu"
 
 
 @dataclass
@@ -184,26 +181,7 @@ def fleet(
     redis_url: str, tmp_path: Path, fleet_env_extra: dict[str, str], request: pytest.FixtureRequest
 ) -> Iterator[Fleet]:
     prefix = f"colabq-it-{secrets.token_hex(4)}"
-    (tmp_path / "home").mkdir()
-    env = {
-        **os.environ,
-        "COLABQ_REDIS_URL": redis_url,
-        "COLABQ_KEY_PREFIX": prefix,
-        # Its own queue: no other worker on this Redis (another suite, a demo) takes its jobs.
-        "COLABQ_QUEUE_PREFIX": f"{prefix}.",
-        "COLABQ_STATE_DIR": str(tmp_path / "state"),
-        "COLABQ_COLAB_BIN": str(EMULATOR),
-        "COLABQ_POLL_INTERVAL_S": "0.2",
-        "COLABQ_WATCHDOG_POLL_S": "0.5",
-        "COLABQ_LEASE_TTL_S": "3",
-        "COLABQ_HEARTBEAT_INTERVAL_S": "1",
-        "COLABQ_ATTACH_STALL_S": "3",
-        # The VM's python3 is the venv's, as a Colab image has huggingface_hub.
-        "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
-        "COLAB_EMU_HOME": str(tmp_path / "emulator"),
-        "HOME": str(tmp_path / "home"),
-        **fleet_env_extra,
-    }
+    env = fleet_env(redis_url, tmp_path, prefix, fleet_env_extra)
     proc = start_worker(env, tmp_path / "worker.log")
     ledger = build_ledger(load_settings(redis_url=redis_url, key_prefix=prefix))
     fleet = Fleet(env, ledger, tmp_path, proc)
@@ -220,18 +198,3 @@ def fleet(
         for pattern in (f"{prefix}*", f"_kombu.binding.{prefix}*"):
             for key in client.scan_iter(pattern):
                 client.delete(key)
-
-
-def kill_processes_mentioning(text: str) -> None:
-    """End what a test left behind (watchdogs, exec clients): any process whose command line
-    names the test's folder."""
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if text in cmdline:
-            with contextlib.suppress(OSError):
-                os.kill(int(entry.name), signal.SIGKILL)

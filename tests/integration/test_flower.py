@@ -1,15 +1,22 @@
-"""A real Flower, on the real Redis, shows each job's phase (not only STARTED/SUCCESS): the runner's
-state changes reach it as custom task events."""
+"""A real Flower, on the real Redis, through its HTTP API: each job's phase while it runs (custom
+task events that never reuse Celery's names), SUCCESS only for a job that succeeded and FAILURE
+with the reason otherwise, the run name instead of the spec, a login always, and its state kept
+across a restart."""
 
 from __future__ import annotations
 
+import base64
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -23,58 +30,146 @@ pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture
-def flower(fleet: Fleet) -> Iterator[str]:
-    port = free_port()
-    proc = subprocess.Popen(
+AUTH = ("ops", "flower-test-password")
+
+
+def start_flower(fleet: Fleet, port: int) -> subprocess.Popen[bytes]:
+    auth = fleet.root / "flower-auth"
+    if not auth.exists():
+        auth.write_text(f"{AUTH[0]}:{AUTH[1]}\n")
+        auth.chmod(0o600)
+    return subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "worker.celery_app", "flower",
          f"--port={port}", "--address=127.0.0.1", f"--conf={ROOT / 'ops' / 'flowerconfig.py'}"],
-        env={**fleet.env, "FLOWER_UNAUTHENTICATED_API": "true"},
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env={**fleet.env, "COLABQ_FLOWER_AUTH_FILE": str(auth),
+             "COLABQ_FLOWER_DB": str(fleet.root / "flower.db")},
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
     )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
+
+
+def get(url: str, *, auth: tuple[str, str] | None = AUTH) -> Any:
+    req = urllib.request.Request(url)
+    if auth:
+        token = base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode()
+        req.add_header("Authorization", f"Basic {token}")
+    with urllib.request.urlopen(req, timeout=5) as resp:
+        return json.loads(resp.read())
+
+
+def wait_up(url: str) -> None:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         try:
-            urllib.request.urlopen(f"{url}/api/workers", timeout=2).read()
-            break
+            get(f"{url}/api/workers")
+            return
         except OSError:
             time.sleep(0.3)
+    raise AssertionError("flower did not start")
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()  # Flower saves its state on a clean stop
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+@pytest.fixture
+def flower(fleet: Fleet) -> Iterator[str]:
+    port = free_port()
+    proc = start_flower(fleet, port)
+    url = f"http://127.0.0.1:{port}"
+    wait_up(url)
     try:
         yield url
     finally:
-        proc.terminate()
-        proc.wait(timeout=20)
+        stop(proc)
 
 
-def task_state(url: str, task_id: str) -> str | None:
-    with urllib.request.urlopen(f"{url}/api/tasks", timeout=5) as resp:
-        tasks = json.loads(resp.read())
-    info = tasks.get(task_id)
-    return info.get("state") if info else None
+def task(url: str, task_id: str) -> dict[str, Any]:
+    return dict(get(f"{url}/api/tasks").get(task_id) or {})
 
 
-def test_flower_shows_the_jobs_phase_then_its_end(fleet: Fleet, flower: str) -> None:
-    script = fleet.root / "job.sh"
-    script.write_text("echo phase-test\nsleep 4\n")
+def submit(fleet: Fleet, script: str, name: str) -> str:
+    path = fleet.root / f"{name}.sh"
+    path.write_text(script)
     result = CliRunner().invoke(
         app,
-        ["submit", str(script), "--name", "mnist-mlp-bs64-lr1e-3-flower", "--wall", "10m",
+        ["submit", str(path), "--name", name, "--wall", "10m",
          "--local-store", str(fleet.root / "store"), "--json",
          "--waive", "config-diff", "--waive", "paths", "--waive", "monitoring"],
         env=fleet.env,
     )  # fmt: skip
     assert result.exit_code == 0, result.output
-    job_id = json.loads(result.output)["job_id"]
+    return str(json.loads(result.output)["job_id"])
+
+
+def watch(url: str, job_id: str) -> list[str]:
     seen: list[str] = []
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
-        state = task_state(flower, job_id)
+        state = task(url, job_id).get("state")
         if state and (not seen or seen[-1] != state):
-            seen.append(state)
-        if state == "SUCCESS":
+            seen.append(str(state))
+        if state in ("SUCCESS", "FAILURE"):
             break
         time.sleep(0.2)
-    assert fleet.ledger.get(job_id).state is JobState.SUCCEEDED
+    return seen
+
+
+def test_flower_shows_the_jobs_phase_then_the_truth_about_its_end(
+    fleet: Fleet, flower: str
+) -> None:
+    good = submit(fleet, "echo phase-test\nsleep 4\n", "mnist-mlp-bs64-lr1e-3-flower")
+    seen = watch(flower, good)
+    assert fleet.ledger.get(good).state is JobState.SUCCEEDED
     assert "RUNNING" in seen, seen  # the job's phase, not Celery's STARTED
     assert seen[-1] == "SUCCESS", seen
+    info = task(flower, good)
+    assert "mnist-mlp-bs64-lr1e-3-flower" in info["args"] and "gpu=T4" in info["args"]
+    assert "phase-test" not in json.dumps(info)  # never the spec or the script
+
+    bad = submit(fleet, "echo about-to-fail\nexit 3\n", "mnist-mlp-bs64-lr1e-3-exit3")
+    seen = watch(flower, bad)
+    assert fleet.ledger.get(bad).state is JobState.FAILED
+    assert seen[-1] == "FAILURE", seen
+    info = task(flower, bad)
+    assert "FAILED (exit code 3)" in str(info.get("exception")), info
+    failed = get(f"{flower}/api/tasks?state=FAILURE")
+    assert bad in failed and good not in failed
+
+
+def test_flower_refuses_without_a_login_and_keeps_its_state(fleet: Fleet) -> None:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    proc = start_flower(fleet, port)
+    try:
+        wait_up(url)
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            get(f"{url}/api/tasks", auth=None)
+        assert refused.value.code == 401
+        with pytest.raises(urllib.error.HTTPError):
+            get(f"{url}/api/tasks", auth=("ops", "wrong"))
+        job_id = submit(fleet, "echo kept\n", "mnist-mlp-bs64-lr1e-3-kept")
+        assert watch(url, job_id)[-1] == "SUCCESS"
+    finally:
+        stop(proc)
+    proc = start_flower(fleet, port)  # a restarted Flower remembers what it saw
+    try:
+        wait_up(url)
+        assert task(url, job_id).get("state") == "SUCCESS"
+    finally:
+        stop(proc)
+
+
+def test_flower_will_not_start_without_a_login(fleet: Fleet) -> None:
+    env = {k: v for k, v in fleet.env.items() if k != "COLABQ_FLOWER_AUTH_FILE"}
+    res = subprocess.run(
+        [sys.executable, "-m", "celery", "-A", "worker.celery_app", "flower",
+         f"--port={free_port()}", f"--conf={ROOT / 'ops' / 'flowerconfig.py'}"],
+        env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "COLABQ_FLOWER_AUTH_FILE" in res.stderr and "Traceback" not in res.stderr

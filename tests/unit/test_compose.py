@@ -3,6 +3,7 @@ beat, scalable workers, healthy Redis first, no secret in any environment, real 
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -62,3 +63,71 @@ def test_referenced_files_exist(compose: dict) -> None:
             src = vol.split(":")[0]
             if src.startswith("./ops/") and "$" not in src and not src.endswith("colab-home"):
                 assert (ROOT / src).exists(), src
+
+
+def test_flower_has_a_login_and_keeps_its_state(compose: dict) -> None:
+    flower = compose["services"]["flower"]
+    env = flower["environment"]
+    assert env["COLABQ_FLOWER_AUTH_FILE"].startswith("/run/secrets/")
+    assert "flower_auth" in flower["secrets"] and "flower_auth" in compose["secrets"]
+    db_dir = env["COLABQ_FLOWER_DB"].rsplit("/", 1)[0]
+    assert any(v.endswith(f":{db_dir}") for v in flower["volumes"])
+    assert not any("FLOWER_UNAUTHENTICATED_API" in str(k) for k in env)
+
+
+def test_beat_can_reach_the_account_and_the_hub(compose: dict) -> None:
+    beat = compose["services"]["beat"]
+    assert any(v.split("  ")[0].endswith(":/run/colab-cli:ro") for v in beat["volumes"])
+    assert beat["environment"]["COLABQ_HF_TOKEN_FILE"].startswith("/run/secrets/")
+
+
+def test_no_secret_can_be_baked_into_the_image() -> None:
+    """The Dockerfile copies `ops/`: the token files mounted from there never enter the build."""
+    ignored = (ROOT / ".dockerignore").read_text().split()
+    for pattern in ("ops/secrets/", ".env", "ops/colab-home/"):
+        assert pattern in ignored, pattern
+
+
+def test_redis_needs_a_password_that_no_file_here_holds(compose: dict) -> None:
+    redis = compose["services"]["redis"]
+    assert "redis_auth" in redis["secrets"] and "redis_auth" in compose["secrets"]
+    assert redis["command"][-2:] == ["--include", "/run/secrets/redis_auth"]
+    assert "ports" not in redis  # never published: other machines come through a tunnel
+    assert "REDISCLI_AUTH" in " ".join(redis["healthcheck"]["test"])
+    for name in ("worker", "beat", "flower"):
+        svc = compose["services"][name]
+        assert "COLABQ_REDIS_URL" not in (svc.get("environment") or {}), name
+        [env_file] = svc["env_file"]
+        assert env_file["required"] is True and "ops/secrets/" in env_file["path"], name
+
+
+def test_workers_are_checked_and_never_share_a_state_dir(compose: dict) -> None:
+    worker = compose["services"]["worker"]
+    assert "inspect ping" in " ".join(worker["healthcheck"]["test"])
+    state = worker["environment"]["COLABQ_STATE_DIR"]
+    assert state in worker["volumes"]  # an anonymous volume: one per replica
+    named = set(compose.get("volumes") or {})
+    assert not any(v.split(":")[0] in named and v.endswith(f":{state}") for v in worker["volumes"])
+
+
+def test_each_container_writes_only_its_own_copy_of_the_colab_cli_folder(
+    compose: dict, tmp_path: Path
+) -> None:
+    for name in ("worker", "beat"):
+        mounts = compose["services"][name]["volumes"]
+        assert any(v.endswith(":/run/colab-cli:ro") for v in mounts), name
+        assert not any("/.config/colab-cli" in v for v in mounts), name
+    assert 'ENTRYPOINT ["/app/ops/docker-entrypoint.sh"]' in (ROOT / "Dockerfile").read_text()
+    script = (ROOT / "ops" / "docker-entrypoint.sh").read_text()
+    # What it does, on a stand-in for /run/colab-cli: the copy is the container's own, 0700.
+    src = tmp_path / "run-colab-cli"
+    src.mkdir()
+    (src / "token.json").write_text("{}")
+    home = tmp_path / "home"
+    res = subprocess.run(
+        ["sh", "-c", script.replace("/run/colab-cli", str(src)), "entrypoint", "true"],
+        env={"HOME": str(home), "PATH": "/usr/bin:/bin"}, capture_output=True, text=True,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    copied = home / ".config" / "colab-cli" / "token.json"
+    assert copied.read_text() == "{}" and (copied.stat().st_mode & 0o077) == 0

@@ -14,7 +14,8 @@ from tests.factories import make_spec
 from worker.clock import FakeClock
 from worker.records.keys import Keys
 from worker.records.lease import Heartbeat, LeaseLost
-from worker.records.ledger import Ledger
+from worker.records.ledger import Ledger, Renewal
+from worker.states import JobState as S
 
 
 class FlakyLedger(Ledger):
@@ -22,7 +23,7 @@ class FlakyLedger(Ledger):
 
     down = threading.Event()
 
-    def renew(self, job_id: str, owner: str, ttl_s: float) -> bool:
+    def renew(self, job_id: str, owner: str, ttl_s: float) -> Renewal:
         if self.down.is_set():
             raise redis.ConnectionError("Connection refused")
         return super().renew(job_id, owner, ttl_s)
@@ -71,3 +72,23 @@ def test_fence_refuses_at_once_when_another_owner_holds_the_job(ledger: FlakyLed
         hb.lost.wait(2)
         with pytest.raises(LeaseLost, match="another runner"):
             hb.fence(wait_s=5)
+
+
+def test_a_record_redis_lost_is_written_again_by_its_live_owner(ledger: FlakyLedger) -> None:
+    spec = make_spec()
+    ledger.create(spec)
+    assert ledger.claim(spec.job_id, "me", ttl_s=30)
+    ledger.r.flushall()  # Redis restarted without persistence
+    assert ledger.renew(spec.job_id, "me", ttl_s=30) is Renewal.RECORD_GONE
+    beat = Heartbeat(
+        ledger, spec.job_id, "me", interval_s=0.05, ttl_s=30,
+        restore=lambda: ledger.restore(spec, "me", S.RUNNING, 30, session="colabq-x"),
+    )  # fmt: skip
+    beat.renew_once()
+    assert not beat.lost.is_set()
+    rec = ledger.get(spec.job_id)
+    assert rec.state is S.RUNNING and rec.owner == "me" and rec.get("session") == "colabq-x"
+    assert ledger.renew(spec.job_id, "me", ttl_s=30) is Renewal.RENEWED
+    assert ledger.r.sismember(ledger.keys.active(), spec.job_id)
+    assert ledger.find_by_prefix(spec.job_id[:6]) == spec.job_id
+    assert not ledger.restore(spec, "me", S.RUNNING, 30)  # a record exists: nothing written

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import json
+
 import fakeredis
 import pytest
 
 from tests.factories import make_spec
 from worker.clock import FakeClock
-from worker.errors import IllegalTransition, JobNotFound, StaleOwner
+from worker.errors import IllegalTransition, JobNotFound, RunNameInUse, StaleOwner
 from worker.records.keys import Keys
-from worker.records.ledger import ForwardItem, Ledger
+from worker.records.ledger import ForwardItem, Ledger, _destination_of
+from worker.spec import destination, encode_spec
 from worker.states import JobState as S
 
 
@@ -186,3 +189,32 @@ def test_a_transition_applied_once_is_not_applied_twice_on_retry(ledger: Ledger)
     ledger.transition(job_id, S.ALLOCATING, owner="tok", reason="claimed by w1")
     ledger.transition(job_id, S.ALLOCATING, owner="tok", reason="claimed by w1")
     assert [h.state for h in ledger.history(job_id)] == [S.QUEUED, S.ALLOCATING]
+
+
+# --- one live job per destination (run name) ------------------------------------------------
+
+
+def test_a_second_live_job_at_the_same_destination_is_refused_until_the_first_ends(
+    ledger: Ledger,
+) -> None:
+    first = make_spec(prefix="runs/mnist")
+    ledger.create(first)
+    second = make_spec(prefix="runs/mnist")  # same store, same prefix: the same run
+    with pytest.raises(RunNameInUse) as refused:
+        ledger.create(second)
+    assert refused.value.job_id == first.job_id and first.job_id in refused.value.advice()
+    assert not ledger.exists(second.job_id)  # bad input changes nothing
+    other_place = make_spec(prefix="runs/mnist-other")
+    assert ledger.create(other_place)[1]
+    assert ledger.create(second, exclusive=False)[1]  # the user allowed it
+    ledger.transition(first.job_id, S.CANCELLED, owner="", reason="x")
+    third = make_spec(prefix="runs/mnist")
+    with pytest.raises(RunNameInUse):  # `second` is live at that destination now
+        ledger.create(third)
+    ledger.transition(second.job_id, S.CANCELLED, owner="", reason="x")
+    assert ledger.create(third)[1]
+
+
+def test_the_ledger_reads_a_destination_as_the_spec_names_it() -> None:
+    spec = make_spec()
+    assert _destination_of(json.loads(encode_spec(spec))) == destination(spec)

@@ -2,31 +2,40 @@
 
 One pass at a time, whatever runs beat (a Redis lock, set-if-absent with expiry, token-checked
 release). Every pass is a report: each row what it saw, what it did (or, in a dry run, would do)
-or left alone, and why. A dry run makes no remote call (no Colab, no Hub) and changes nothing;
-the account is then "not measured", which is not "found none".
+or left alone, and why. A dry run makes no remote call (no Colab, no Hub, no tracker) and
+changes nothing; the account is then "not measured", which is not "found none". Ended jobs'
+tracker runs still "running" are closed (`ghosts`), those of jobs this pass settled included.
 """
 
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
 
 from worker.colab.parse import ServerSession
 from worker.errors import ColabqError
 from worker.janitor.classify import Do, Finding, find_account_findings, find_job_findings
+from worker.janitor.ghosts import check_runs
 from worker.janitor.settle import Verifier, settle_job, settle_outcome
-from worker.janitor.snapshot import JobView, read_endpoint_owners, read_snapshot, read_views
+from worker.janitor.snapshot import (
+    JobView,
+    TrackedRun,
+    read_endpoint_owners,
+    read_snapshot,
+    read_views,
+)
 from worker.records.ledger import Ledger
 from worker.spec import JobSpec
 from worker.states import JobState
+from worker.tracker.runs import TrackerRuns
 
 ADOPT_MARK_S = 120  # an adopter this pass started has this long to take the job's lock
 
 
 @dataclass(frozen=True)
 class Row:
-    kind: str  # job, assignment, account
+    kind: str  # job, assignment, account, tracker run
     subject: str
     seen: str
     did: str  # "did: …", "would: …", "left alone", "failed: …"
@@ -73,8 +82,12 @@ class JanitorDeps:
     resend: Callable[[JobSpec], str]  # send a QUEUED job's message again
     queued_ids: Callable[[], set[str]]  # jobs whose message waits in a queue (Redis)
     watchdog_stale_s: float = 90.0
-    orphan_grace_s: float = 300.0
+    orphan_grace_s: float = 90.0
     stranded_grace_s: float = 600.0
+    # The trackers this host reaches, by kind ("mlflow", "wandb"); a ghost run is deleted
+    # instead of finished only where the user configured it.
+    trackers: Mapping[str, TrackerRuns] = field(default_factory=dict)
+    delete_ghosts: bool = False
 
 
 def janitor_pass(deps: JanitorDeps, *, dry_run: bool, lock_ttl_s: float = 300.0) -> JanitorReport:
@@ -112,9 +125,14 @@ def _pass(deps: JanitorDeps, dry_run: bool) -> JanitorReport:
             rows.append(Row("account", "colab sessions", "-", "failed", exc.advice()))
         if measured:
             findings += _account(ledger, snap.jobs, assignments, deps, snap.now)
-    rows += [_act(deps, f, dry_run) for f in findings]
+    settled: list[TrackedRun] = []  # jobs this pass ended: their runs are checked now too
+    rows += [_act(deps, f, dry_run, settled) for f in findings]
+    ghost_rows, checked = check_runs(
+        [*snap.tracked, *settled], deps.trackers, dry_run=dry_run, delete=deps.delete_ghosts
+    )
+    rows += [Row("tracker run", g.subject, g.seen, g.did, g.why) for g in ghost_rows]
     if not dry_run:
-        _write_batch(ledger, findings, snap.now)
+        _write_batch(ledger, findings, snap.now, checked)
     return JanitorReport(True, dry_run, tuple(rows), measured)
 
 
@@ -146,7 +164,9 @@ def _account(
     )  # fmt: skip
 
 
-def _act(deps: JanitorDeps, f: Finding, dry_run: bool) -> Row:
+def _act(
+    deps: JanitorDeps, f: Finding, dry_run: bool, settled: list[TrackedRun] | None = None
+) -> Row:
     def row(did: str, why: str = f.why) -> Row:
         return Row(f.kind, f.subject, f.seen, did, why)
 
@@ -156,7 +176,7 @@ def _act(deps: JanitorDeps, f: Finding, dry_run: bool) -> Row:
         return row(f"{'would' if dry_run else 'did'}: {f.do.value}")
     try:
         if f.do is Do.SETTLE:
-            return _settle(deps, f)
+            return _settle(deps, f, settled)
         if f.do is Do.ADOPT:
             key = deps.ledger.keys.adopting(f.subject)
             if not deps.ledger.r.set(key, "1", nx=True, ex=ADOPT_MARK_S):
@@ -176,7 +196,7 @@ def _act(deps: JanitorDeps, f: Finding, dry_run: bool) -> Row:
     raise AssertionError(f"unhandled finding {f.do}")
 
 
-def _settle(deps: JanitorDeps, f: Finding) -> Row:
+def _settle(deps: JanitorDeps, f: Finding, settled: list[TrackedRun] | None = None) -> Row:
     ledger = deps.ledger
     rec = ledger.get(f.subject)
     cancel = ledger.cancel_requested(f.subject)
@@ -185,11 +205,16 @@ def _settle(deps: JanitorDeps, f: Finding) -> Row:
         return Row(f.kind, f.subject, f.seen, "left alone", "its session is not verified gone")
     if not settle_job(ledger, f.subject, s, deps.location(rec.spec)):
         return Row(f.kind, f.subject, f.seen, "left alone", "its owner renewed the lease meanwhile")
+    if settled is not None and (run := rec.get("tracker_run")):
+        settled.append(TrackedRun(f.subject, run, s.state, s.reason, deps.ledger.clock.time()))
     return Row(f.kind, f.subject, f.seen, f"did: settle {s.state.name}", s.reason)
 
 
-def _write_batch(ledger: Ledger, findings: list[Finding], now: float) -> None:
-    """Lease entries of finished jobs, forgotten active entries, and retention: one round trip."""
+def _write_batch(
+    ledger: Ledger, findings: list[Finding], now: float, checked: list[str] | None = None
+) -> None:
+    """Lease entries of finished jobs, forgotten active entries, tracker runs checked, and
+    retention: one round trip."""
     k = ledger.keys
     drop = [f.subject for f in findings if f.do is Do.DROP_LEASE]
     forget = [f.subject for f in findings if f.do in (Do.FORGET, Do.DROP_LEASE)]
@@ -198,6 +223,9 @@ def _write_batch(ledger: Ledger, findings: list[Finding], now: float) -> None:
         pipe.zrem(k.leases(), *drop)
     if forget:
         pipe.srem(k.active(), *forget)
+    if checked:
+        pipe.zrem(k.tracker_check(), *checked)
     # Records expire by themselves (a TTL set when the job ended); the index of jobs follows.
     pipe.zremrangebyscore(k.jobs(), "-inf", now - ledger.retention_s)
+    pipe.zremrangebyscore(k.tracker_check(), "-inf", now - ledger.retention_s)
     pipe.execute()

@@ -3,7 +3,9 @@
 The jobs not yet terminal (the `active` set) without a live lease, and those whose lease
 expired, are read field by field (never their specs: a pass over 10,000 jobs decodes none), with
 their lock, their watchdog's observations and their cancel flag; then, for the endpoints the
-account lists, the jobs they belong to and when a pass first saw them. Reading changes nothing.
+account lists, the jobs they belong to and when a pass first saw them; and the ended jobs whose
+tracker run is still to be checked (their state, reason and run, in the same round trips).
+Reading changes nothing.
 """
 
 from __future__ import annotations
@@ -18,6 +20,10 @@ _JOB_FIELDS = ("state", "owner", "endpoint", "session", "created_at", "updated_a
                "results_local", "pending_outcome")  # fmt: skip
 _WATCH_FIELDS = ("heartbeat_at", "gone_verified_at", "exec_exit", "exec_final_upload",
                  "results_local", "endpoint")  # fmt: skip
+_TRACKED_FIELDS = ("state", "reason", "tracker_run")
+# A pass checks at most this many ended jobs' tracker runs (the oldest first): each is a remote
+# call, and the rest wait for the next pass.
+TRACKED_PER_PASS = 50
 
 
 @dataclass(frozen=True)
@@ -42,10 +48,22 @@ class JobView:
 
 
 @dataclass(frozen=True)
+class TrackedRun:
+    """An ended job whose tracker run colabq opened: the janitor checks it was closed."""
+
+    job_id: str
+    ref: str | None  # the job's `tracker_run`; None: the record is gone
+    state: JobState | None
+    reason: str
+    ended_at: float
+
+
+@dataclass(frozen=True)
 class Snapshot:
     now: float
     jobs: tuple[JobView, ...]
     expired_leases: tuple[str, ...]
+    tracked: tuple[TrackedRun, ...] = ()
 
 
 def _s(v: Any) -> str | None:
@@ -66,25 +84,53 @@ def read_snapshot(ledger: Ledger) -> Snapshot:
     pipe.smembers(k.active())
     pipe.zrangebyscore(k.leases(), "-inf", now)
     pipe.zrangebyscore(k.leases(), f"({now!r}", "+inf")
-    active_raw, expired_raw, live_raw = pipe.execute()
+    pipe.zrange(k.tracker_check(), 0, TRACKED_PER_PASS - 1, withscores=True)
+    active_raw, expired_raw, live_raw, tracked_raw = pipe.execute()
     expired = sorted(x.decode() for x in expired_raw)
     # A job whose lease is live has an owner that renews it: nothing for a pass to do, so it is
     # not read (the account's assignments read the jobs they name, live or not).
     live = {x.decode() for x in live_raw}
     ids = sorted(({x.decode() for x in active_raw} - live) | set(expired))
-    return Snapshot(now, tuple(read_views(ledger, ids, set(expired))), tuple(expired))
+    tracked = [(x.decode(), float(at)) for x, at in tracked_raw]
+    pipe = r.pipeline(transaction=False)
+    _queue_views(pipe, ledger, ids)
+    for job_id, _ in tracked:
+        pipe.hmget(k.job(job_id), _TRACKED_FIELDS)
+    replies = pipe.execute() if ids or tracked else []
+    views = _parse_views(ids, replies[: 4 * len(ids)], set(expired))
+    runs = [
+        _tracked(job_id, at, raw)
+        for (job_id, at), raw in zip(tracked, replies[4 * len(ids) :], strict=True)
+    ]
+    return Snapshot(now, tuple(views), tuple(expired), tuple(runs))
+
+
+def _tracked(job_id: str, ended_at: float, raw: list[Any]) -> TrackedRun:
+    state_raw = _s(raw[0])
+    try:
+        state = JobState(state_raw) if state_raw else None
+    except ValueError:
+        state = None
+    return TrackedRun(job_id, _s(raw[2]), state, _s(raw[1]) or "", ended_at)
 
 
 def read_views(ledger: Ledger, ids: list[str], expired: set[str] | None = None) -> list[JobView]:
     """The jobs `ids`, in one round trip."""
-    k = ledger.keys
     pipe = ledger.r.pipeline(transaction=False)
+    _queue_views(pipe, ledger, ids)
+    return _parse_views(ids, pipe.execute() if ids else [], expired)
+
+
+def _queue_views(pipe: Any, ledger: Ledger, ids: list[str]) -> None:
+    k = ledger.keys
     for job_id in ids:
         pipe.hmget(k.job(job_id), _JOB_FIELDS)
         pipe.hmget(k.watch(job_id), _WATCH_FIELDS)
         pipe.exists(k.lock(job_id))
         pipe.exists(k.cancel(job_id))
-    replies = pipe.execute() if ids else []
+
+
+def _parse_views(ids: list[str], replies: list[Any], expired: set[str] | None) -> list[JobView]:
     views = []
     for i, job_id in enumerate(ids):
         job, watch, lock, cancel = replies[4 * i : 4 * i + 4]

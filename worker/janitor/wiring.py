@@ -8,7 +8,9 @@ needs the account's Colab credentials and the worker settings, nothing else).
 - an adoption: `colabq adopt JOB` started detached (it runs until the job ends; a pass never
   waits for a job);
 - a resend: the job's own message, under its own id, to its GPU queue;
-- the queues: which jobs' messages wait in them (the broker's Redis lists).
+- the queues: which jobs' messages wait in them (the broker's Redis lists);
+- the trackers: MLflow and W&B clients for the settings this host has (their credentials are
+  files on this host; building them calls nothing).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from worker.session.recovery import recover_results
 from worker.settings import Settings
 from worker.spec import Gpu, JobSpec, queue_for
 from worker.store.artifacts import Verification, build_store
+from worker.tracker.runs import clients_from
 
 # kombu's Redis transport keeps a queue's priorities in lists named queue + sep + priority.
 _PRIORITY_SEP = "\x06\x16"
@@ -102,13 +105,14 @@ def build_janitor_deps(settings: Settings, ledger: Ledger) -> JanitorDeps:
         return f"adopter pid {proc.pid}"
 
     def resend(spec: JobSpec) -> str:
-        from worker.celery_app import RUN_JOB, build_app
+        from worker.celery_app import RUN_JOB, build_app, job_argsrepr
         from worker.spec import encode_spec
 
         queue = queue_for(spec.gpu, settings.queue_prefix)
         build_app(settings).send_task(
-            RUN_JOB, args=[encode_spec(spec)], queue=queue, task_id=spec.job_id
-        )
+            RUN_JOB, args=[encode_spec(spec)], queue=queue, task_id=spec.job_id,
+            argsrepr=job_argsrepr(spec), kwargsrepr="{}",
+        )  # fmt: skip
         return f"to {queue}"
 
     def queued_ids() -> set[str]:
@@ -118,7 +122,8 @@ def build_janitor_deps(settings: Settings, ledger: Ledger) -> JanitorDeps:
         ledger=ledger, verify=verify, location=location, account=account,
         stop_orphan=stop_orphan, adopt=adopt, resend=resend, queued_ids=queued_ids,
         watchdog_stale_s=settings.watchdog_stale_s, orphan_grace_s=settings.orphan_grace_s,
-        stranded_grace_s=settings.stranded_grace_s,
+        stranded_grace_s=settings.stranded_grace_s, trackers=clients_from(settings),
+        delete_ghosts=settings.tracker_delete_ghosts,
     )  # fmt: skip
 
 

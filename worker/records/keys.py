@@ -57,9 +57,19 @@ class Keys:
         reconciliation tells colabq's sessions from everybody else's by it)."""
         return f"{self.prefix}:endpoints"
 
+    def live_destinations(self) -> str:
+        """Hash destination (`spec.destination`) -> the id of the live job writing there; a
+        second live job with the same one is refused at submit unless explicitly allowed."""
+        return f"{self.prefix}:live-destinations"
+
     def first_seen(self) -> str:
         """Hash endpoint -> when a janitor pass first saw it on the account (epoch s)."""
         return f"{self.prefix}:janitor:first-seen"
+
+    def tracker_check(self) -> str:
+        """Sorted set job id -> when it ended, for ended jobs whose tracker run colabq opened:
+        the janitor asks the tracker whether each run was closed, and finishes it if not."""
+        return f"{self.prefix}:janitor:tracker-check"
 
     def adopting(self, job_id: str) -> str:
         """Set-if-absent with expiry: a janitor started an adopter for this job."""
@@ -68,5 +78,14 @@ class Keys:
     def janitor_lock(self) -> str:
         return f"{self.prefix}:janitor:lock"
 
-    def worker_heartbeat(self, worker: str) -> str:
-        return f"{self.prefix}:worker:{worker}:heartbeat"
+    def worker_card(self, worker: str) -> str:
+        """String (JSON, with a TTL): what a live worker says of itself (`fleet.py`)."""
+        return f"{self.prefix}:worker:{worker}"
+
+    def workers(self) -> str:
+        """Sorted set worker name -> when its card expires."""
+        return f"{self.prefix}:workers"
+
+    def queue_workers(self, queue: str) -> str:
+        """Sorted set worker name -> when its card expires, for the workers consuming `queue`."""
+        return f"{self.prefix}:queue:{queue}:workers"

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from types import TracebackType
 
 from worker.errors import ColabqError
-from worker.records.ledger import Ledger
+from worker.records.ledger import Ledger, Renewal
 
 log = logging.getLogger(__name__)
 
@@ -38,10 +38,14 @@ class Heartbeat:
         interval_s: float,
         ttl_s: float,
         on_beat: Callable[[float], None] | None = None,
+        restore: Callable[[], bool] | None = None,
     ) -> None:
         self.ledger, self.job_id, self.owner = ledger, job_id, owner
         self.interval_s, self.ttl_s = interval_s, ttl_s
         self.on_beat = on_beat
+        # Writes the job's record again when Redis lost it (a restart without persistence):
+        # the owner, alive and holding the spec, is the one that can.
+        self.restore = restore
         self._stop = threading.Event()
         self._renewed = threading.Condition()
         self._thread = threading.Thread(target=self._run, name=f"heartbeat-{job_id}", daemon=True)
@@ -65,11 +69,18 @@ class Heartbeat:
 
     def renew_once(self) -> None:
         try:
-            ok = self.ledger.renew(self.job_id, self.owner, self.ttl_s)
+            got = self.ledger.renew(self.job_id, self.owner, self.ttl_s)
+            if got is Renewal.RECORD_GONE and self.restore is not None:
+                log.error("job %s: its record is gone from Redis; writing it again", self.job_id)
+                got = (
+                    Renewal.RENEWED
+                    if self.restore()
+                    else self.ledger.renew(self.job_id, self.owner, self.ttl_s)
+                )
         except Exception as exc:  # Redis away: the fence decides when that matters
             log.warning("lease renewal for job %s failed: %s", self.job_id, exc)
             return
-        if not ok:
+        if got is not Renewal.RENEWED:
             log.error("lease on job %s lost: another owner holds it", self.job_id)
             self.lost.set()
         else:

@@ -7,6 +7,7 @@ overwrite a newer one. Key names come from `keys.Keys`. Nothing here ever stores
 
 from __future__ import annotations
 
+import enum
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -15,9 +16,9 @@ from typing import Any, TypeVar
 import redis
 
 from worker.clock import Clock
-from worker.errors import IllegalTransition, JobNotFound, StaleOwner
+from worker.errors import IllegalTransition, JobNotFound, RunNameInUse, StaleOwner
 from worker.records.keys import Keys
-from worker.spec import JobSpec, decode_spec, encode_spec
+from worker.spec import JobSpec, decode_spec, destination, encode_spec
 from worker.states import TERMINAL, JobState, can_transition
 
 T = TypeVar("T")
@@ -51,6 +52,11 @@ RUNTIME_FIELDS = frozenset(
         "nonce",
         # A janitor sent a QUEUED job's message again (once) at this time.
         "resent_at",
+        # The tracker run colabq opened for the job ("mlflow:<run id>", "wandb:<e>/<p>/<id>")
+        # and, for MLflow, its experiment id: the janitor finishes it if the job dies with it
+        # still running. Ids only, never a credential.
+        "tracker_run",
+        "tracker_experiment",
     }
 )
 
@@ -115,6 +121,8 @@ if cur == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
 elseif (not cur) and redis.call('HGET', KEYS[2], 'owner') == ARGV[1] then
   redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+elseif (not cur) and redis.call('EXISTS', KEYS[2]) == 0 then
+  return 2
 else
   return 0
 end
@@ -135,6 +143,27 @@ redis.call('HSET', KEYS[2], 'owner', ARGV[2])
 redis.call('ZADD', KEYS[3], ARGV[4], ARGV[5])
 return 1
 """
+
+
+_RELEASE_DESTINATION = """
+if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then
+  return redis.call('HDEL', KEYS[1], ARGV[1])
+end
+return 0
+"""
+
+
+def _destination_of(spec: Mapping[str, Any]) -> str:
+    a = spec.get("artifact") or {}
+    return f"{a.get('kind')}:{a.get('repo_type', 'model')}:{a.get('repo')}/{a.get('prefix', '')}"
+
+
+class Renewal(enum.IntEnum):
+    """What a lease renewal found."""
+
+    LOST = 0  # another owner holds the job
+    RENEWED = 1
+    RECORD_GONE = 2  # no lock and no record: Redis lost the job's keys
 
 
 @dataclass(frozen=True)
@@ -199,17 +228,27 @@ class Ledger:
 
     # --- creation and reading ---------------------------------------------------------------
 
-    def create(self, spec: JobSpec) -> tuple[str, bool]:
+    def create(self, spec: JobSpec, *, exclusive: bool = True) -> tuple[str, bool]:
         """Record a new QUEUED job; returns (job id, created). A known idempotency key yields the
-        job first submitted under it (invariant 8), from any machine."""
+        job first submitted under it (invariant 8), from any machine. With `exclusive`, a live
+        job writing to the same destination refuses it (RunNameInUse), atomically."""
         idem = self.keys.idempotency(spec.idempotency_key)
+        live = self.keys.live_destinations()
+        dest = destination(spec)
         now = self.clock.time()
 
         def txn(pipe: Any) -> tuple[str, bool]:
             existing = pipe.get(idem)
             if existing is not None:
                 return existing.decode(), False
+            holder = pipe.hget(live, dest)
+            if exclusive and holder is not None:
+                other = holder.decode()
+                state = pipe.hget(self.keys.job(other), "state")
+                if state is not None and JobState(state.decode()) not in TERMINAL:
+                    raise RunNameInUse(spec.run_name, other, state.decode().upper(), dest)
             pipe.multi()
+            pipe.hset(live, dest, spec.job_id)
             pipe.set(idem, spec.job_id)
             pipe.hset(
                 self.keys.job(spec.job_id),
@@ -227,7 +266,7 @@ class Ledger:
             pipe.sadd(self.keys.active(), spec.job_id)
             return spec.job_id, True
 
-        return self._watch(txn, idem)
+        return self._watch(txn, idem, live)
 
     def get(self, job_id: str) -> JobRecord:
         raw = self.r.hgetall(self.keys.job(job_id))
@@ -285,12 +324,48 @@ class Ledger:
             self.release_lock(job_id, owner)
         return ok
 
-    def renew(self, job_id: str, owner: str, ttl_s: float) -> bool:
+    def renew(self, job_id: str, owner: str, ttl_s: float) -> Renewal:
         """Heartbeat: extend the lease if we still hold it (or take back a lock that expired
-        during an outage while the job still names us). False: someone else owns the job."""
+        during an outage while the job still names us)."""
         expiry = self.clock.time() + ttl_s
         keys = [self.keys.lock(job_id), self.keys.job(job_id), self.keys.leases()]
-        return bool(self._renew(keys=keys, args=[owner, int(ttl_s * 1000), expiry, job_id]))
+        return Renewal(int(self._renew(keys=keys, args=[owner, int(ttl_s * 1000), expiry, job_id])))
+
+    def restore(
+        self, spec: JobSpec, owner: str, state: JobState, ttl_s: float, **fields: str
+    ) -> bool:
+        """Write again the record of a job that Redis lost (restarted without persistence)
+        while its owner lives, from what the owner holds: spec, state, owner, lease, the
+        indexes. False if a record exists (then nothing is written)."""
+        _check_fields(fields)
+        key, k = self.keys.job(spec.job_id), self.keys
+        now = self.clock.time()
+        created = spec.submitted_at.timestamp()
+        reason = "record restored by its owner: Redis lost it (restarted without persistence)"
+
+        def txn(pipe: Any) -> bool:
+            if pipe.exists(key):
+                return False
+            pipe.multi()
+            pipe.hset(
+                key,
+                mapping={"spec": encode_spec(spec), "state": state.value, "owner": owner,
+                         "reason": reason, "created_at": repr(created),
+                         "updated_at": repr(now), **fields},
+            )  # fmt: skip
+            pipe.rpush(k.history(spec.job_id), _entry(state, now, reason))
+            pipe.zadd(k.jobs(), {spec.job_id: created})
+            if state not in TERMINAL:
+                pipe.sadd(k.active(), spec.job_id)
+                pipe.hset(k.live_destinations(), destination(spec), spec.job_id)
+            pipe.set(k.idempotency(spec.idempotency_key), spec.job_id)
+            pipe.set(k.lock(spec.job_id), owner, px=int(ttl_s * 1000))
+            pipe.zadd(k.leases(), {spec.job_id: now + ttl_s})
+            if fields.get("endpoint"):
+                pipe.hset(k.endpoints(), fields["endpoint"], spec.job_id)
+            return True
+
+        return self._watch(txn, key)
 
     def release_lock(self, job_id: str, owner: str) -> None:
         self._delete_if_holder(self.keys.lock(job_id), owner, also=job_id)
@@ -379,12 +454,19 @@ class Ledger:
                 pipe.hset(self.keys.endpoints(), extra["endpoint"], job_id)
             if dst in TERMINAL:
                 pipe.srem(self.keys.active(), job_id)
+                if raw.get(b"tracker_run") or extra.get("tracker_run"):
+                    pipe.zadd(self.keys.tracker_check(), {job_id: now})
                 ttl = int(self.retention_s)
                 for k in self._job_keys(job_id):
                     pipe.expire(k, ttl)
-                idem = json.loads(raw[b"spec"]).get("idempotency_key")
+                spec_d = json.loads(raw[b"spec"])
+                idem = spec_d.get("idempotency_key")
                 if idem:
                     pipe.expire(self.keys.idempotency(idem), ttl)
+                # Its destination is free again, unless a later job (allowed to share it)
+                # holds it now: compare and delete, atomically.
+                pipe.eval(_RELEASE_DESTINATION, 1, self.keys.live_destinations(),
+                          _destination_of(spec_d), job_id)  # fmt: skip
 
         self._watch(txn, key)
         return self.get(job_id)

@@ -7,11 +7,13 @@ the balance must be above the floor and cover the job's budget (colabq never buy
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
 from worker.colab.driver import ColabDriver
 from worker.errors import BudgetExceeded, ColabVersionMismatch, SpecError
+from worker.settings import Settings
 from worker.spec import MAX_SCRIPT_BYTES, JobSpec
 
 
@@ -81,3 +83,41 @@ def check_token_file(path: Path) -> None:
         raise SecretFileError(f"Token file {path} is empty.")
     if st.st_size > MAX_TOKEN_BYTES:
         raise SecretFileError(f"Token file {path} is over 16 KiB; is it really a token?")
+
+
+def worker_host_problem(settings: Settings) -> str | None:
+    """Why this host cannot serve jobs, in one line with what to do, or None. Run when a worker
+    starts, so a host that would fail every job it takes refuses to start instead: the `colab`
+    CLI (its version), the account (`colab usage`), the state dir, the Hub token file."""
+    from worker.colab.driver import ColabCli
+    from worker.errors import ColabqError
+
+    state = settings.state_dir
+    try:
+        state.mkdir(parents=True, exist_ok=True)
+        probe = state / f".write-probe-{os.getpid()}"
+        probe.write_text("ok")
+        probe.unlink()
+    except OSError as exc:
+        return (
+            f"state dir {state} is not writable ({exc.strerror}); set COLABQ_STATE_DIR to a "
+            "folder this user owns"
+        )
+    if settings.hf_token_file is not None:
+        try:
+            check_token_file(settings.hf_token_file)
+        except ColabqError as exc:
+            return f"{exc.advice()} (COLABQ_HF_TOKEN_FILE)"
+    driver = ColabCli(
+        settings.colab_bin, state / "readiness" / "colab-sessions.json",
+        timeout_s=settings.colab_call_timeout_s,
+    )  # fmt: skip
+    try:
+        check_cli_version(driver, settings.colab_version)
+        driver.usage()
+    except ColabqError as exc:
+        return (
+            f"{exc.advice()} (the `colab` CLI is COLABQ_COLAB_BIN={settings.colab_bin}; install "
+            f"google-colab-cli=={settings.colab_version} and authenticate it)"
+        )
+    return None

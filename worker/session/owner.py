@@ -14,6 +14,7 @@ ledger says it is. A claim starts it; `adopt_job` continues it after its owner d
 
 from __future__ import annotations
 
+import json
 import secrets
 import socket
 from collections.abc import Callable
@@ -69,14 +70,32 @@ def own_job(
     clock = SystemClock()
     token = read_token(settings.hf_token_file)
     hub = HubStore(settings.hf_endpoint, token)
+    # The job's state as this owner last recorded it: what its record says again if Redis
+    # loses it (a restart without persistence) while the job runs.
+    last = [ledger.get(spec.job_id).state]
+    listener = on_state or (lambda state, reason: None)
+
+    def noted(state: JobState, reason: str) -> None:
+        last[0] = state
+        listener(state, reason)
+
+    beat_ledger = build_ledger(settings, retry_s=1.0)
     beat = Heartbeat(
         # Its own client with a short retry budget: an outage never stalls the beat.
-        build_ledger(settings, retry_s=1.0),
+        beat_ledger,
         spec.job_id,
         owner,
         interval_s=settings.heartbeat_interval_s,
         ttl_s=settings.lease_ttl_s,
         on_beat=files.beat_runner,
+        restore=lambda: beat_ledger.restore(
+            spec,
+            owner,
+            last[0],
+            settings.lease_ttl_s,
+            owner_host=host_id(settings),
+            **_session_of(files),
+        ),
     )
     deps = RunnerDeps(
         clock=clock,
@@ -88,7 +107,7 @@ def own_job(
         files=files,
         start_watchdog=lambda f, env: start_watchdog(f, env, clock=clock),
         worker_name=worker_name,
-        on_state=on_state or (lambda state, reason: None),
+        on_state=noted,
         fence=lambda: beat.fence(settings.redis_retry_s),
     )
     ledger.set_fields(spec.job_id, owner=owner, owner_host=host_id(settings))
@@ -99,6 +118,18 @@ def own_job(
             return run_job(spec, owner, deps)
     finally:
         ledger.release_lock(spec.job_id, owner)
+
+
+def _session_of(files: JobFiles) -> dict[str, str]:
+    """The session name and endpoint the job's own CLI record holds, if any."""
+    try:
+        records = json.loads(files.cli_config.read_text() or "{}")
+    except (OSError, ValueError):
+        return {}
+    for name, rec in records.items() if isinstance(records, dict) else ():
+        if isinstance(rec, dict) and rec.get("endpoint"):
+            return {"session": str(name), "endpoint": str(rec["endpoint"])}
+    return {}
 
 
 def find_orphaned(settings: Settings) -> list[str]:

@@ -71,6 +71,9 @@ class Segment:
     number: int = 0
     ttl_s: float | None = None  # None: the spec's own TTL
     resume_uri: str | None = None  # None: the spec's own resume_from
+    # Added to the job's environment on the VM (its tracker run's id: names and URLs, never a
+    # secret), through the launch cell rather than the wrapper's command line.
+    env: tuple[tuple[str, str], ...] = ()
 
 
 def wrapper_argv(
@@ -112,9 +115,8 @@ def _fill(template: str, values: dict[str, object]) -> str:
 def launch_source(spec: JobSpec, settings: Settings, nonce: str, seg: Segment = Segment()) -> str:
     """The launch cell: unpack the bundle, start the wrapper detached, once."""
     argv = wrapper_argv(spec, settings, nonce, seg)
-    return _fill(
-        "launch.py.tmpl", {"JOB": spec.job_id, "NONCE": nonce, "ARGV": argv, "BUNDLE": BUNDLE}
-    )
+    values = {"JOB": spec.job_id, "NONCE": nonce, "ARGV": argv, "BUNDLE": BUNDLE}
+    return _fill("launch.py.tmpl", {**values, "ENV": dict(seg.env)})
 
 
 def attach_source(job_id: str, nonce: str, offset: int) -> str:

@@ -5,6 +5,8 @@ and never launches the job twice."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from worker.errors import (
     AcceleratorRejected,
     AllocationRefused,
@@ -19,6 +21,7 @@ from worker.session import plan as vmplan
 from worker.session.job import LAUNCH_TIMEOUT_S, Finish, JobRun, sentinel, session_name
 from worker.session.watchpolicy import Phase
 from worker.states import JobState as S
+from worker.tracker.runs import TrackerRef, open_run, run_env
 
 
 class Starting(JobRun):
@@ -96,6 +99,7 @@ class Starting(JobRun):
         assert name is not None
         self._phase(Phase.UPLOADING)
         if not (self.adopted and self._launched()):
+            env = self._tracker_env(rec)
             bundle = vmplan.write_bundle(
                 self.files.root / vmplan.BUNDLE,
                 vmplan.bundle_members(self.files.root / vmplan.SCRIPT, d.settings.hf_token_file),
@@ -106,9 +110,8 @@ class Starting(JobRun):
             finally:
                 bundle.unlink(missing_ok=True)
             launch = self.files.root / f"launch-{self.segment}.py"
-            launch.write_text(
-                vmplan.launch_source(self.spec, d.settings, self.nonce, self._segment_plan())
-            )
+            seg = dataclasses.replace(self._segment_plan(), env=tuple(sorted(env.items())))
+            launch.write_text(vmplan.launch_source(self.spec, d.settings, self.nonce, seg))
             d.fence()
             out = d.driver.exec(name, launch, LAUNCH_TIMEOUT_S)
             launched = sentinel(out, self.nonce, "LAUNCHED")
@@ -116,6 +119,39 @@ class Starting(JobRun):
                 raise ColabqError(f"the launch cell did not start the job: {out.strip()[-300:]}")
             self.log(f"launched on the VM (wrapper pid {launched})")
         self._to(S.RUNNING, f"started detached on {name}")
+
+    def _tracker_env(self, rec: JobRecord) -> dict[str, str]:
+        """The job's tracker run, in its environment: opened once (a restarted segment or an
+        adopter reuses the one recorded). A tracker that cannot be reached costs one log line,
+        never the GPU run: the job then opens a run of its own."""
+        d, spec = self.d, self.spec
+        if not spec.tracker:
+            return {}
+        recorded = rec.get("tracker_run")
+        ref = TrackerRef.parse(recorded) if recorded else None
+        if ref is None:
+            try:
+                opened = open_run(spec, d.settings)
+            except Exception as exc:  # a tracker outage never fails the job
+                why = exc.advice() if isinstance(exc, ColabqError) else type(exc).__name__
+                self.log(f"tracker {spec.tracker}: no run opened ({why}); the job opens its own")
+                return {}
+            if opened is None:
+                why = (
+                    "COLABQ_MLFLOW_TRACKING_URI is not set on this worker"
+                    if spec.tracker == "mlflow"
+                    else "colabq assigns no run id for it"
+                )
+                self.log(f"tracker {spec.tracker}: {why}; the job opens its own run")
+                return {}
+            ref = opened.ref
+            fields = {"tracker_run": str(ref)}
+            if opened.experiment_id is not None:
+                fields["tracker_experiment"] = opened.experiment_id
+            d.fence()
+            d.ledger.set_fields(self.job_id, owner=self.owner, **fields)
+            self.log(f"tracker run {ref}")
+        return run_env(ref, self.job_id, d.settings)
 
     def _launched(self) -> bool:
         """Whether the wrapper was started already (an adopter's question: never twice)."""

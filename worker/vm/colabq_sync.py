@@ -125,7 +125,7 @@ def transport_errors() -> tuple[type[BaseException], ...]:
     except ImportError:
         pass
     try:
-        import requests  # type: ignore[import-untyped]
+        import requests
 
         found += [requests.ConnectionError, requests.Timeout]
     except ImportError:

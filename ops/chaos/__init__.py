@@ -1,0 +1,1 @@
+"""The chaos suite: see `ops/chaos/run.py`."""

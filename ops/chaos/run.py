@@ -1,0 +1,180 @@
+"""The chaos suite: colabq under kill -9, host loss, Redis outages and restarts, the Hub down, CLI
+faults and load, on the offline Colab emulator, with the user's own notebook session and an
+unknown `[?]` assignment present throughout every group. It prints one table and exits 1 unless
+every counter of every group is zero.
+
+    make chaos                                     # everything (about 11 minutes on 2 cores)
+    .venv/bin/python -m ops.chaos --quick          # the CI subset (about a minute)
+    .venv/bin/python -m ops.chaos --only kill-9 --repeat 1 --jobs 20 --keep
+
+Groups (each its own deployment: key prefix, queues, state dirs, emulated account):
+- `kill-9`: SIGKILL of the worker before claim (its pool frozen with SIGSTOP, the message
+  received), during checks, during allocation, after allocation, during upload, mid-run, during
+  the final sync, while persisting and while releasing, `--repeat` times each; a supervisor
+  restarts it at once. A kill during allocation may end FAILED_LOST (see `KILL_POINTS`).
+- `host-lost`: the worker and every watchdog and exec client of its host; nothing restarts there.
+- `redis-down`: Redis stopped `--outage` s during allocation, upload, run and release.
+- `redis-restart-aof`, `redis-restart-empty`: Redis restarted mid-run with its append-only file,
+  and without persistence (killed, started empty).
+- `hub-down`: the Hub refuses the final upload (FAILED, results recovered from the kept VM).
+- `cli-faults`: `colab status` 503s, stale BUSY (attach client killed), endpoint mismatch (the
+  name reassigned by hand), a hung `colab exec`, preemption without and with a restart.
+- `many-jobs`: `--jobs` jobs over 4 workers.
+Beat's janitor (`colabq janitor --act` from another host's env, short graces) runs every few
+seconds during the kill, host, Hub and CLI groups: it adopts, resends and stops orphans, and must
+leave the user's assignments alone. `--quick` runs kill-9 (before claim, mid-run, release, once)
+and many-jobs (8 jobs): about a minute.
+
+The counters (per group, then the total):
+- leaked sessions: assignments colabq made that are still open at the end (after the bounds).
+- duplicate allocations: assignments of a job beyond its segments (1 + restarts), plus
+  assignments colabq made that no job recorded.
+- lost jobs: jobs missing from the ledger or not terminal a minute past their deadline.
+- lost artifacts: an expected artifact of a job that finished on its VM (exit 0) neither in the
+  store nor in the results recovered to the worker host that its report names.
+- wrong final states: a terminal state other than the scenario's (SUCCEEDED after a kill or an
+  outage, FAILED when the Hub refused the final upload, VM_LOST when preempted, ...).
+- stuck jobs: not terminal by the scenario's deadline.
+- foreign stops: the user's notebook session, the `[?]` assignment (or an assignment the user
+  made under a colabq name) no longer assigned at the end.
+- leftover processes: processes whose command line or environment names the group's folder at
+  the end (exec clients, `colab exec`, watchdogs, adopters), the user's VMs excepted.
+- GPU-s beyond bounds: per job, seconds its VM stayed assigned after the job's own end time
+  (written by the job script) beyond the bound: 30 s (worker SIGKILLed, or none), 60 s (host).
+A group that crashed or could not run says so ("not run") instead of showing zeros.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+
+from ops.chaos import scenarios as sc
+from ops.chaos.checks import HEADERS, Counters
+from ops.chaos.fleet import Group
+
+REDIS_URL = os.environ.get("COLABQ_CHAOS_REDIS_URL", "redis://127.0.0.1:6379/13")
+QUICK_POINTS = ["before claim", "mid-run", "release"]
+
+Runner = Callable[[Path], sc.Outcome]
+
+
+def plan(args: argparse.Namespace) -> dict[str, Runner]:
+    """The groups, in order; `--quick` keeps a subset that fits CI."""
+    quick = args.quick
+    points = QUICK_POINTS if quick else None
+    repeat = 1 if quick else args.repeat
+    jobs = min(args.jobs, 8) if quick else args.jobs
+
+    def named(name: str, body: sc.Body) -> Runner:
+        return lambda root: sc.run_group(name, root, REDIS_URL, body)
+
+    groups: dict[str, Runner] = {
+        "kill-9": named("kill-9", lambda g: sc.kills(g, repeat, points)),
+        "host-lost": named("host-lost", sc.host_lost),
+        "redis-down": partial(_with_redis, "redis-down", True, args.outage),
+        "redis-restart-aof": partial(_with_redis, "redis-restart-aof", True, 0.0),
+        "redis-restart-empty": partial(_with_redis, "redis-restart-empty", False, 0.0),
+        "hub-down": _hub_down,
+        "cli-faults": named("cli-faults", sc.cli_faults),
+        "many-jobs": named("many-jobs", lambda g: sc.many_jobs(g, jobs, 4)),
+    }
+    if quick:
+        groups = {k: v for k, v in groups.items() if k in ("kill-9", "many-jobs")}
+    if args.only:
+        unknown = set(args.only) - set(groups)
+        if unknown:
+            raise SystemExit(f"unknown group(s): {', '.join(sorted(unknown))}")
+        groups = {k: v for k, v in groups.items() if k in args.only}
+    return groups
+
+
+def _with_redis(name: str, persist: bool, outage_s: float, root: Path) -> sc.Outcome:
+    with sc.private_redis(root / f"{name}-redis") as r:
+
+        def body(g: Group) -> tuple[set[str], str, list[str]]:
+            if outage_s:
+                return sc.redis_outages(g, r, outage_s)
+            return sc.redis_restart(g, r, persist=persist)
+
+        return sc.run_group(name, root, r.url, body)
+
+
+def _hub_down(root: Path) -> sc.Outcome:
+    from ops.chaos.hub import hub_env
+
+    with hub_env(root / "hub") as (env, hub, has):
+        return sc.run_group(
+            "hub-down", root, REDIS_URL, lambda g: sc.hub_down(g, hub), env, artifact_in_store=has
+        )
+
+
+def table(outcomes: list[sc.Outcome]) -> tuple[str, bool]:
+    """One table: the nine counters per group and their total; ok only if all ran and are 0."""
+    cols = ["group", *HEADERS, "runs"]
+    total = Counters()
+    rows = []
+    ok = True
+    for o in outcomes:
+        if o.counters is None:
+            ok = False
+            rows.append([o.name, *(["not run"] + [""] * (len(HEADERS) - 1)), o.not_run])
+            continue
+        total.add(o.counters)
+        rows.append([o.name, *map(str, o.counters.values()), f"{o.runs} ({o.seconds:.0f} s)"])
+    ok = ok and not any(total.values())
+    rows.append(["TOTAL", *map(str, total.values()), "all zero" if ok else "NOT all zero"])
+    widths = [max(len(str(r[i])) for r in [cols, *rows]) for i in range(len(cols))]
+    line = "+".join("-" * (w + 2) for w in widths)
+    out = [f"|{line}|".replace("|", "+")]
+    for i, r in enumerate([cols, *rows]):
+        cells = (str(c).ljust(w) for c, w in zip(r, widths, strict=True))
+        out.append("| " + " | ".join(cells) + " |")
+        if i == 0 or i == len(rows) - 1:
+            out.append(f"+{line}+")
+    out.append(f"+{line}+")
+    return "\n".join(out), ok
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m ops.chaos", description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="the CI subset")
+    p.add_argument("--only", action="append", help="run this group (repeatable)")
+    p.add_argument("--repeat", type=int, default=3, help="kills at each point (default 3)")
+    p.add_argument("--jobs", type=int, default=100, help="jobs of many-jobs (default 100)")
+    p.add_argument("--outage", type=float, default=12.0, help="seconds Redis is down")
+    p.add_argument("--keep", action="store_true", help="keep the folders (logs) afterwards")
+    args = p.parse_args(argv)
+    groups = plan(args)
+    root = Path(tempfile.mkdtemp(prefix="colabq-chaos-"))
+    started = time.monotonic()
+    outcomes = []
+    try:
+        for name, run in groups.items():
+            print(f"== {name}", flush=True)
+            o = run(root)
+            outcomes.append(o)
+            for note in o.notes:
+                print(f"   {note}", flush=True)
+            for d in o.counters.details if o.counters else [o.not_run]:
+                print(f"   ! {d}", flush=True)
+    finally:
+        if args.keep:
+            print(f"folders kept in {root}")
+        else:
+            shutil.rmtree(root, ignore_errors=True)
+    text, ok = table(outcomes)
+    print(text)
+    print(f"wall time {time.monotonic() - started:.0f} s; {'PASS' if ok else 'FAIL'}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
