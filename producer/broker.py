@@ -54,9 +54,15 @@ def _wait_until_answers(url: str, timeout_s: float) -> bool:
     return False
 
 
+def _shown(url: str) -> str:
+    from worker.errors import redacted_url
+
+    return redacted_url(url)
+
+
 def ensure_broker(url: str) -> Broker:
     if answers(url):
-        return Broker(url, f"using the Redis that answers at {url}")
+        return Broker(url, f"using the Redis that answers at {_shown(url)}")
     port = free_port()
     embedded = f"redis://127.0.0.1:{port}/0"
     if binary := shutil.which("redis-server"):
@@ -69,7 +75,9 @@ def ensure_broker(url: str) -> Broker:
         )  # fmt: skip
         if _wait_until_answers(embedded, 10):
             return Broker(
-                embedded, f"no Redis at {url}: started redis-server on port {port}", [proc]
+                embedded,
+                f"no Redis at {_shown(url)}: started redis-server on port {port}",
+                [proc],
             )
         proc.terminate()
     from fakeredis import TcpFakeServer
@@ -78,5 +86,7 @@ def ensure_broker(url: str) -> Broker:
     threading.Thread(target=server.serve_forever, daemon=True).start()
     _wait_until_answers(embedded, 10)
     return Broker(
-        embedded, f"no Redis at {url}: started an embedded fakeredis on port {port}", [server]
+        embedded,
+        f"no Redis at {_shown(url)}: started an embedded fakeredis on port {port}",
+        [server],
     )

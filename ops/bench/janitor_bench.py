@@ -49,11 +49,12 @@ def _counting(self: AbstractConnection, command: Any, check_health: bool = True)
 
 
 def spec() -> JobSpec:
+    job_id = secrets.token_hex(8)  # each job its own run (one live job per destination)
     return JobSpec(
-        job_id=secrets.token_hex(8), idempotency_key=secrets.token_hex(8),
-        run_name="mnist-mlp-bs64-lr1e-3-bench", commit="abc1234", script="echo hi\n",
+        job_id=job_id, idempotency_key=secrets.token_hex(8),
+        run_name=f"mnist-mlp-bs64-lr1e-3-bench-{job_id}", commit="abc1234", script="echo hi\n",
         gpu=Gpu.T4, wall_cap_s=3600.0, idle_timeout_s=60.0, ttl_s=3000.0, submitted_at=time.time(),
-        artifact=ArtifactDest(kind="local", repo="/tmp/colabq-bench-store"),
+        artifact=ArtifactDest(kind="local", repo="/tmp/colabq-bench-store", prefix=job_id),
     )  # fmt: skip
 
 

@@ -8,13 +8,16 @@ import time
 
 import pytest
 import redis
+from typer.testing import CliRunner
 
+from producer.cli import app
 from tests.integration.conftest import Fleet, start_worker, stop_worker
 from tests.integration.test_run_on_vm import submit, wait_for
 from worker.spec import Gpu, queue_for
 from worker.states import JobState
 
 pytestmark = pytest.mark.integration
+runner = CliRunner()
 
 
 def test_a_busy_worker_leaves_the_next_job_to_an_idle_one(fleet: Fleet) -> None:
@@ -36,5 +39,26 @@ def test_a_busy_worker_leaves_the_next_job_to_an_idle_one(fleet: Fleet) -> None:
         assert fleet.ledger.get(first_job).owner != fleet.ledger.get(second_job).owner
         assert fleet.wait_terminal(second_job) is JobState.SUCCEEDED
         assert fleet.wait_terminal(first_job) is JobState.SUCCEEDED
+    finally:
+        stop_worker(second)
+
+
+def test_two_workers_two_long_jobs_back_to_back_both_run_at_once(fleet: Fleet) -> None:
+    second = start_worker(fleet.env, fleet.root / "worker2.log")
+    try:
+        t0 = time.monotonic()
+        jobs = [
+            submit(fleet, "sleep 60\n", "--name", f"mnist-mlp-bs64-lr1e-3-long{i}") for i in (1, 2)
+        ]
+        wait_for(
+            lambda: all(fleet.ledger.get(j).state is JobState.RUNNING for j in jobs),
+            "both jobs RUNNING", timeout_s=20,
+        )  # fmt: skip
+        print(f"both RUNNING {time.monotonic() - t0:.1f} s after the first submit")
+        assert len({fleet.ledger.get(j).owner for j in jobs}) == 2
+        for j in jobs:
+            runner.invoke(app, ["cancel", j], env=fleet.env)
+        for j in jobs:
+            assert fleet.wait_terminal(j) is JobState.CANCELLED
     finally:
         stop_worker(second)

@@ -56,6 +56,13 @@ def get(url: str, *, auth: tuple[str, str] | None = AUTH) -> Any:
         return json.loads(resp.read())
 
 
+def fetch(url: str) -> str:
+    token = base64.b64encode(f"{AUTH[0]}:{AUTH[1]}".encode()).decode()
+    req = urllib.request.Request(url, headers={"Authorization": f"Basic {token}"})
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        return str(resp.read().decode(errors="replace"))
+
+
 def wait_up(url: str) -> None:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -130,6 +137,12 @@ def test_flower_shows_the_jobs_phase_then_the_truth_about_its_end(
     info = task(flower, good)
     assert "mnist-mlp-bs64-lr1e-3-flower" in info["args"] and "gpu=T4" in info["args"]
     assert "phase-test" not in json.dumps(info)  # never the spec or the script
+    table = "/tasks/datatable?draw=1&start=0&length=50&order[0][column]=0&columns[0][data]=name"
+    for page in ("/", "/tasks", f"/task/{good}", "/workers", "/api/tasks", "/api/workers",
+                 f"/api/task/info/{good}", table):  # fmt: skip
+        body = fetch(f"{flower}{page}")
+        assert "phase-test" not in body, page  # a marker planted in the script: on no page
+    assert "mnist-mlp-bs64-lr1e-3-flower" in fetch(f"{flower}{table}")  # the list shows the job
 
     bad = submit(fleet, "echo about-to-fail\nexit 3\n", "mnist-mlp-bs64-lr1e-3-exit3")
     seen = watch(flower, bad)
