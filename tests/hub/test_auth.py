@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -129,8 +131,9 @@ def test_request_log_reports_a_token_outside_authorization(
     body = urllib.parse.urlencode(
         {"paths": [token if where == "body" else "README.md"]}, doseq=True
     )
+    nonce = secrets.token_hex(8)  # tells this request's log entry from any other's
     req = urllib.request.Request(
-        url + (f"?token={token}" if where == "query" else ""),
+        url + f"?nonce={nonce}" + (f"&token={token}" if where == "query" else ""),
         data=body.encode(),
         headers={"authorization": f"Bearer {token}"}
         | ({"x-debug": f"tok={token}"} if where == "header" else {}),
@@ -139,7 +142,10 @@ def test_request_log_reports_a_token_outside_authorization(
     with contextlib.suppress(urllib.error.HTTPError):
         urllib.request.urlopen(req, timeout=10).read()
 
-    # Only this request: the server logs a request after answering it, so the fixture's last
-    # request may land in the log after `clear_requests`.
-    mine = [r for r in repo.admin.requests() if "/paths-info/main" in r["path"]]
+    # Only this request, once it is logged: the server logs a request after answering it (so
+    # an earlier request may land after `clear_requests`, and this one a moment after the answer).
+    deadline = time.monotonic() + 10
+    while not (mine := [r for r in repo.admin.requests() if nonce in r["path"]]):
+        assert time.monotonic() < deadline, "the request was never logged"
+        time.sleep(0.05)
     assert [r["token_leaks"] for r in mine] == [expected]
