@@ -109,10 +109,8 @@ class HubRequestHandler(BaseHTTPRequestHandler):
             body.drain()
         except (RuntimeError, ConnectionError):
             self.close_connection = True
-        if response is None:
-            self._drop_connection()
-        else:
-            self._send(response, headers)
+        # Logged before the answer goes out: a client that has its answer finds its request in
+        # the log (a test reads the log right after its call).
         if not is_admin:
             leaks = find_leaks(secrets, split.path, split.query, headers)
             if scanner.found:
@@ -130,6 +128,10 @@ class HubRequestHandler(BaseHTTPRequestHandler):
                     "duration_ms": round((time.monotonic() - started) * 1000, 1),
                 }
             )
+        if response is None:
+            self._drop_connection()
+        else:
+            self._send(response, headers)
 
     def _serve(self, request: Request, is_admin: bool) -> tuple[Response, Principal]:
         state = self.server.state
