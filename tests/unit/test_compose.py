@@ -148,3 +148,15 @@ def test_each_container_writes_only_its_own_copy_of_the_colab_cli_folder(
     assert res.returncode == 0, res.stderr
     copied = home / ".config" / "colab-cli" / "token.json"
     assert copied.read_text() == "{}" and (copied.stat().st_mode & 0o077) == 0
+
+
+def test_the_image_runs_colabq_on_the_python_the_tests_run_on() -> None:
+    import sys
+
+    from worker.settings import Settings
+
+    text = (ROOT / "Dockerfile").read_text()
+    [base] = [ln.split()[1] for ln in text.splitlines() if ln.startswith("FROM ")]
+    assert base == f"python:{sys.version_info.major}.{sys.version_info.minor}-slim", base
+    # The `colab` CLI, pinned to the version colabq speaks, on an interpreter of its own.
+    assert f"uv tool install --python 3.12 google-colab-cli=={Settings().colab_version}" in text
