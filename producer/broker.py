@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 
 import redis
 
+from worker.errors import redacted_url
+
 
 @dataclass
 class Broker:
@@ -54,15 +56,9 @@ def _wait_until_answers(url: str, timeout_s: float) -> bool:
     return False
 
 
-def _shown(url: str) -> str:
-    from worker.errors import redacted_url
-
-    return redacted_url(url)
-
-
 def ensure_broker(url: str) -> Broker:
     if answers(url):
-        return Broker(url, f"using the Redis that answers at {_shown(url)}")
+        return Broker(url, f"using the Redis that answers at {redacted_url(url)}")
     port = free_port()
     embedded = f"redis://127.0.0.1:{port}/0"
     if binary := shutil.which("redis-server"):
@@ -76,7 +72,7 @@ def ensure_broker(url: str) -> Broker:
         if _wait_until_answers(embedded, 10):
             return Broker(
                 embedded,
-                f"no Redis at {_shown(url)}: started redis-server on port {port}",
+                f"no Redis at {redacted_url(url)}: started redis-server on port {port}",
                 [proc],
             )
         proc.terminate()
@@ -87,6 +83,6 @@ def ensure_broker(url: str) -> Broker:
     _wait_until_answers(embedded, 10)
     return Broker(
         embedded,
-        f"no Redis at {_shown(url)}: started an embedded fakeredis on port {port}",
+        f"no Redis at {redacted_url(url)}: started an embedded fakeredis on port {port}",
         [server],
     )

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -14,41 +13,45 @@ from pathlib import Path
 import pytest
 import redis
 
+from producer.broker import free_port
 from tests.mlflow_server import mlflow_uri  # noqa: F401 (a session fixture)
 
 TEST_REDIS_URL = os.environ.get("COLABQ_TEST_REDIS_URL")
 FALLBACK_REDIS_URL = "redis://127.0.0.1:6379/14"
 
 
-def _private_redis(tmp: Path) -> tuple[subprocess.Popen[bytes], str] | None:
-    """A redis-server of this test process's own, behind a password, as a deployment shared by
-    several machines runs it: the whole path is tested against a Redis that needs one."""
+def start_redis_server(conf: str, url: str) -> subprocess.Popen[bytes] | None:
+    """A redis-server configured by `conf` (on stdin: a password on a command line is anyone's
+    to read), once `url` answers; None if there is no redis-server or it never answers."""
     exe = shutil.which("redis-server")
     if exe is None:
         return None
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    password = secrets.token_hex(16)
     proc = subprocess.Popen(
         [exe, "-"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
-    # The configuration goes in on stdin: a password on a command line is anyone's to read.
-    conf = (f"bind 127.0.0.1\nport {port}\nsave \"\"\nappendonly no\ndir {tmp}\n"
-            f"requirepass {password}\n")  # fmt: skip
     assert proc.stdin is not None
     proc.stdin.write(conf.encode())
     proc.stdin.close()
-    url = f"redis://:{password}@127.0.0.1:{port}/14"
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         try:
             redis.Redis.from_url(url, socket_connect_timeout=1).ping()
-            return proc, url
+            return proc
         except redis.RedisError:
             time.sleep(0.05)
     proc.kill()
     return None
+
+
+def _private_redis(tmp: Path) -> tuple[subprocess.Popen[bytes], str] | None:
+    """A redis-server of this test process's own, behind a password, as a deployment shared by
+    several machines runs it: the whole path is tested against a Redis that needs one."""
+    port, password = free_port(), secrets.token_hex(16)
+    conf = (f"bind 127.0.0.1\nport {port}\nsave \"\"\nappendonly no\ndir {tmp}\n"
+            f"requirepass {password}\n")  # fmt: skip
+    url = f"redis://:{password}@127.0.0.1:{port}/14"
+    proc = start_redis_server(conf, url)
+    return (proc, url) if proc else None
 
 
 @pytest.fixture(scope="session")

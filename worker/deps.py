@@ -71,12 +71,17 @@ def job_dir(settings: Settings, job_id: str) -> Path:
     return settings.state_dir / "jobs" / job_id
 
 
-def build_driver(settings: Settings, job_id: str) -> ColabCli:
-    # One CLI state file per job: no two jobs share a sessions.json, so no status call of one job
-    # can race an exec of another, and a restarted worker finds the file from the job id alone.
+def driver_at(settings: Settings, config: Path) -> ColabCli:
+    """The `colab` CLI with this host's settings, on the CLI state file `config`."""
     return ColabCli(
         settings.colab_bin,
-        JobFiles(job_dir(settings, job_id)).cli_config,
+        config,
         timeout_s=settings.colab_call_timeout_s,
         upload_timeout_s=settings.colab_upload_timeout_s,
     )
+
+
+def build_driver(settings: Settings, job_id: str) -> ColabCli:
+    # One CLI state file per job: no two jobs share a sessions.json, so no status call of one job
+    # can race an exec of another, and a restarted worker finds the file from the job id alone.
+    return driver_at(settings, JobFiles(job_dir(settings, job_id)).cli_config)

@@ -7,9 +7,10 @@ Validated when submitted and again when a worker decodes it (`decode_spec`). Fro
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from datetime import datetime
 from enum import StrEnum
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -153,8 +154,13 @@ def queue_for(gpu: Gpu | str, prefix: str = "") -> str:
 def destination(spec: JobSpec) -> str:
     """The job's place in the store: two live jobs with the same one would overwrite each
     other's checkpoints and logs."""
-    a = spec.artifact
-    return f"{a.kind}:{a.repo_type}:{a.repo}/{a.prefix}"
+    return destination_key(spec.artifact.model_dump())
+
+
+def destination_key(artifact: Mapping[str, Any]) -> str:
+    """`destination` from a spec's `artifact` as stored (JSON), without validating the spec."""
+    a = artifact
+    return f"{a.get('kind')}:{a.get('repo_type', 'model')}:{a.get('repo')}/{a.get('prefix', '')}"
 
 
 def encode_spec(spec: JobSpec) -> str:

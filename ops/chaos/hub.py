@@ -16,7 +16,7 @@ if str(ROOT / "ops") not in sys.path:
 
 from ops.chaos.checks import ArtifactCheck
 from ops.chaos.fleet import Group, JobPlan
-from tests.hub.conftest import GRANTS, TOKENS, Hub
+from tests.hub.conftest import GRANTS, TOKENS, Hub, worker_hub_env
 
 REPO = "alice/runs"
 
@@ -34,15 +34,7 @@ def hub_env(root: Path) -> Iterator[tuple[dict[str, str], Hub, ArtifactCheck]]:
     token = root / "hf_token"
     token.write_text(TOKENS["alice_write"])
     token.chmod(0o600)
-    env = {
-        "COLABQ_HF_ENDPOINT": hub.url,
-        "COLABQ_HF_TOKEN_FILE": str(token),
-        "COLABQ_VM_UPLOAD_ATTEMPTS": "2",
-        "COLABQ_VM_UPLOAD_BACKOFF_S": "0.2",
-        "HF_ENDPOINT": hub.url,
-        "HF_HUB_DISABLE_XET": "1",
-        "HF_HUB_DISABLE_PROGRESS_BARS": "1",
-    }
+    env = worker_hub_env(hub.url, token)
 
     def has(group: Group, plan: JobPlan, path: str) -> bool:
         files = hub.api().list_repo_tree(REPO, recursive=True)

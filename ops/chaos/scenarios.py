@@ -347,14 +347,8 @@ def private_redis(root: Path) -> Iterator[PrivateRedis]:
     """A redis-server of the group's own with an append-only file, stopped and started to make
     outages (tests/integration/test_redis_outage.py's)."""
     root.mkdir(parents=True, exist_ok=True)
-    r = PrivateRedis(root)
-    r.start()
-    try:
+    with PrivateRedis(root) as r:
         yield r
-    finally:
-        if r.proc is not None and r.proc.poll() is None:
-            r.proc.kill()
-            r.proc.wait()
 
 
 OUTAGE_POINTS: tuple[tuple[str, Waiter, str | None], ...] = (

@@ -40,6 +40,19 @@ GRANTS = {
 
 
 @dataclass
+def worker_hub_env(url: str, token_file: Path) -> dict[str, str]:
+    """A worker's (and its VM's) settings for this Hub, with few, quick upload retries."""
+    return {
+        "COLABQ_HF_ENDPOINT": url,
+        "COLABQ_HF_TOKEN_FILE": str(token_file),
+        "COLABQ_VM_UPLOAD_ATTEMPTS": "2",
+        "COLABQ_VM_UPLOAD_BACKOFF_S": "0.2",
+        "HF_ENDPOINT": url,
+        "HF_HUB_DISABLE_XET": "1",
+        "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+    }
+
+
 class Hub:
     url: str
     admin: AdminClient

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from producer.cli import app
 from tests.hub import conftest as hub_conftest
-from tests.hub.conftest import Hub
+from tests.hub.conftest import Hub, worker_hub_env
 from tests.integration.conftest import Fleet
 from worker.spec import ArtifactDest
 from worker.states import JobState
@@ -37,15 +37,7 @@ def fleet_env_extra(hub: Hub, tmp_path_factory: pytest.TempPathFactory) -> dict[
     token = tmp_path_factory.mktemp("secret") / "hf_token"
     token.write_text(hub.tokens["alice_write"])
     token.chmod(0o600)
-    return {
-        "COLABQ_HF_ENDPOINT": hub.url,
-        "COLABQ_HF_TOKEN_FILE": str(token),
-        "COLABQ_VM_UPLOAD_ATTEMPTS": "2",
-        "COLABQ_VM_UPLOAD_BACKOFF_S": "0.2",
-        "HF_ENDPOINT": hub.url,
-        "HF_HUB_DISABLE_XET": "1",
-        "HF_HUB_DISABLE_PROGRESS_BARS": "1",
-    }
+    return worker_hub_env(hub.url, token)
 
 
 def submit(fleet: Fleet, script: str, *extra: str, name: str = "mnist-mlp-bs64-lr1e-3-hub") -> str:

@@ -56,6 +56,18 @@ class PrivateRedis:
         assert self.proc is not None
         self.proc.wait(timeout=10)
 
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def __enter__(self) -> PrivateRedis:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.kill()
+
     def outage(self, seconds: float) -> threading.Thread:
         def run() -> None:
             self.stop()
@@ -76,14 +88,8 @@ def _pings(client: redis.Redis) -> bool:
 
 @pytest.fixture
 def private_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrivateRedis]:
-    r = PrivateRedis(tmp_path_factory.mktemp("redis"))
-    r.start()
-    try:
+    with PrivateRedis(tmp_path_factory.mktemp("redis")) as r:
         yield r
-    finally:
-        if r.proc is not None and r.proc.poll() is None:
-            r.proc.kill()
-            r.proc.wait()
 
 
 @pytest.fixture

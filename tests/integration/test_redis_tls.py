@@ -5,15 +5,15 @@ behind a password, its certificate checked against the CA the URL names."""
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import redis
 
+from producer.broker import free_port
+from tests.conftest import start_redis_server
 from tests.integration.conftest import Fleet
 from tests.integration.test_run_on_vm import submit
 from worker.states import JobState
@@ -34,32 +34,17 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
          "-addext", "subjectAltName=IP:127.0.0.1"],
         check=True, capture_output=True,
     )  # fmt: skip
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     conf = (
         f"port 0\ntls-port {port}\nbind 127.0.0.1\ntls-cert-file {cert}\ntls-key-file {key}\n"
         f"tls-ca-cert-file {cert}\ntls-auth-clients no\nrequirepass tls-test-password\n"
         f'save ""\nappendonly no\ndir {root}\n'
     )
-    proc = subprocess.Popen(
-        ["redis-server", "-"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    assert proc.stdin is not None
-    proc.stdin.write(conf.encode())
-    proc.stdin.close()
     url = (
         f"rediss://:tls-test-password@127.0.0.1:{port}/0?ssl_cert_reqs=required&ssl_ca_certs={cert}"
     )
-    deadline = time.monotonic() + 10
-    while True:
-        try:
-            redis.Redis.from_url(url).ping()
-            break
-        except redis.RedisError:
-            assert time.monotonic() < deadline, "the TLS redis-server did not start"
-            time.sleep(0.1)
+    proc = start_redis_server(conf, url)
+    assert proc is not None, "the TLS redis-server did not start"
     yield url
     proc.kill()
     proc.wait()

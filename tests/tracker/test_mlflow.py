@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from mlflow.tracking import MlflowClient
 
+from producer.broker import free_port
 from tests.factories import make_spec
-from tests.mlflow_server import free_port
 from tests.tracker.conftest import (
     end_job,
     open_for,

@@ -11,8 +11,8 @@ from tests.factories import make_spec
 from worker.clock import FakeClock
 from worker.errors import IllegalTransition, JobNotFound, RunNameInUse, StaleOwner
 from worker.records.keys import Keys
-from worker.records.ledger import ForwardItem, Ledger, _destination_of
-from worker.spec import destination, encode_spec
+from worker.records.ledger import ForwardItem, Ledger
+from worker.spec import destination, destination_key, encode_spec
 from worker.states import JobState as S
 
 
@@ -217,4 +217,4 @@ def test_a_second_live_job_at_the_same_destination_is_refused_until_the_first_en
 
 def test_the_ledger_reads_a_destination_as_the_spec_names_it() -> None:
     spec = make_spec()
-    assert _destination_of(json.loads(encode_spec(spec))) == destination(spec)
+    assert destination_key(json.loads(encode_spec(spec))["artifact"]) == destination(spec)

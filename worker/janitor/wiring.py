@@ -22,9 +22,10 @@ import sys
 from pathlib import Path
 
 from worker.clock import SystemClock
-from worker.colab.driver import ColabCli, ServerSession
+from worker.colab.driver import ServerSession
 from worker.colab.records import write_adoption_record
 from worker.colab.release import release_session
+from worker.deps import driver_at
 from worker.janitor.run import JanitorDeps
 from worker.janitor.snapshot import JobView
 from worker.records.ledger import Ledger
@@ -55,15 +56,9 @@ def build_janitor_deps(settings: Settings, ledger: Ledger) -> JanitorDeps:
     def location(spec: JobSpec) -> str:
         return build_store(spec.artifact, endpoint=settings.hf_endpoint, token=token).location(spec)
 
-    def driver(config: Path) -> ColabCli:
-        return ColabCli(
-            settings.colab_bin, config, timeout_s=settings.colab_call_timeout_s,
-            upload_timeout_s=settings.colab_upload_timeout_s,
-        )  # fmt: skip
-
     def account() -> list[ServerSession]:
         home.mkdir(parents=True, exist_ok=True)
-        return driver(home / "colab-sessions.json").sessions()
+        return driver_at(settings, home / "colab-sessions.json").sessions()
 
     def stop_orphan(job: JobView, endpoint: str) -> str:
         rec = ledger.get(job.job_id)
@@ -76,7 +71,7 @@ def build_janitor_deps(settings: Settings, ledger: Ledger) -> JanitorDeps:
         write_adoption_record(
             config, name, endpoint, accelerator=rec.spec.gpu.value, high_mem=rec.spec.high_mem
         )
-        d = driver(config)
+        d = driver_at(settings, config)
         notes: list[str] = []
         if job.final_upload == "failed" and not job.results_local:
             got = recover_results(

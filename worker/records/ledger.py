@@ -18,7 +18,7 @@ import redis
 from worker.clock import Clock
 from worker.errors import IllegalTransition, JobNotFound, RunNameInUse, StaleOwner
 from worker.records.keys import Keys
-from worker.spec import JobSpec, decode_spec, destination, encode_spec
+from worker.spec import JobSpec, decode_spec, destination, destination_key, encode_spec
 from worker.states import TERMINAL, JobState, can_transition
 
 T = TypeVar("T")
@@ -151,11 +151,6 @@ if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then
 end
 return 0
 """
-
-
-def _destination_of(spec: Mapping[str, Any]) -> str:
-    a = spec.get("artifact") or {}
-    return f"{a.get('kind')}:{a.get('repo_type', 'model')}:{a.get('repo')}/{a.get('prefix', '')}"
 
 
 class Renewal(enum.IntEnum):
@@ -466,7 +461,7 @@ class Ledger:
                 # Its destination is free again, unless a later job (allowed to share it)
                 # holds it now: compare and delete, atomically.
                 pipe.eval(_RELEASE_DESTINATION, 1, self.keys.live_destinations(),
-                          _destination_of(spec_d), job_id)  # fmt: skip
+                          destination_key(spec_d.get("artifact") or {}), job_id)  # fmt: skip
 
         self._watch(txn, key)
         return self.get(job_id)

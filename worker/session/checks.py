@@ -89,7 +89,7 @@ def worker_host_problem(settings: Settings) -> str | None:
     """Why this host cannot serve jobs, in one line with what to do, or None. Run when a worker
     starts, so a host that would fail every job it takes refuses to start instead: the `colab`
     CLI (its version), the account (`colab usage`), the state dir, the Hub token file."""
-    from worker.colab.driver import ColabCli
+    from worker.deps import driver_at
     from worker.errors import ColabqError
 
     state = settings.state_dir
@@ -108,10 +108,7 @@ def worker_host_problem(settings: Settings) -> str | None:
             check_token_file(settings.hf_token_file)
         except ColabqError as exc:
             return f"{exc.advice()} (COLABQ_HF_TOKEN_FILE)"
-    driver = ColabCli(
-        settings.colab_bin, state / "readiness" / "colab-sessions.json",
-        timeout_s=settings.colab_call_timeout_s,
-    )  # fmt: skip
+    driver = driver_at(settings, state / "readiness" / "colab-sessions.json")
     try:
         check_cli_version(driver, settings.colab_version)
         driver.usage()
