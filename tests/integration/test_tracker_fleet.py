@@ -37,6 +37,11 @@ def test_the_job_logs_to_the_run_colabq_opened_and_the_janitor_closes_it(
     assert ref is not None and ref.startswith("mlflow:")
     run_id = ref.removeprefix("mlflow:")
     assert f"run={run_id} uri={mlflow_uri}" in fleet.output(job_id)
+    # Opened before `colab new`: a slow or unreachable tracker costs no GPU time.
+    said = [ln.text for ln in fleet.ledger.read_log(job_id, count=1000)]
+    opened = next(i for i, t in enumerate(said) if f"tracker run {ref}" in t)
+    allocating = next(i for i, t in enumerate(said) if "allocating T4" in t)
+    assert opened < allocating, said
     client = MlflowClient(tracking_uri=mlflow_uri)
     run = client.get_run(run_id)
     assert run.data.tags["colabq.job_id"] == job_id and run.info.run_name == rec.spec.run_name

@@ -25,6 +25,10 @@ from worker.tracker.runs import TrackerRef, open_run, run_env
 
 
 class Starting(JobRun):
+    # The job's tracker run, once asked for (`_tracker_ref`).
+    _tracker: TrackerRef | None = None
+    _tracker_asked = False
+
     def _allocate(self, rec: JobRecord) -> None:
         d, spec = self.d, self.spec
         if self.name is not None:
@@ -47,6 +51,7 @@ class Starting(JobRun):
             raise Finish(S.FAILED, f"pre-allocation check failed: {exc.advice()}") from None
         self.log(f"checks passed (colab {d.settings.colab_version}, balance {balance:.2f} units)")
         self.log("watchdog alive")
+        self._tracker_ref(rec)  # before `colab new`: a slow tracker costs no GPU time
         d.fence()
         d.ledger.set_fields(self.job_id, owner=self.owner, session=self.name)
         self._phase(Phase.ALLOCATING)
@@ -121,12 +126,24 @@ class Starting(JobRun):
         self._to(S.RUNNING, f"started detached on {name}")
 
     def _tracker_env(self, rec: JobRecord) -> dict[str, str]:
-        """The job's tracker run, in its environment: opened once (a restarted segment or an
-        adopter reuses the one recorded). A tracker that cannot be reached costs one log line,
-        never the GPU run: the job then opens a run of its own."""
+        """The job's tracker run, in its environment."""
+        ref = self._tracker_ref(rec)
+        return run_env(ref, self.job_id, self.d.settings) if ref is not None else {}
+
+    def _tracker_ref(self, rec: JobRecord) -> TrackerRef | None:
+        """The job's tracker run: the one recorded (a restarted segment, an adopter), else one
+        opened now and recorded (asked once). A tracker that cannot be reached costs one log
+        line, never the GPU run: the job then opens a run of its own."""
+        if self._tracker_asked:
+            return self._tracker
+        self._tracker_asked = True
+        self._tracker = self._open_tracker_run(rec)
+        return self._tracker
+
+    def _open_tracker_run(self, rec: JobRecord) -> TrackerRef | None:
         d, spec = self.d, self.spec
         if not spec.tracker:
-            return {}
+            return None
         recorded = rec.get("tracker_run")
         ref = TrackerRef.parse(recorded) if recorded else None
         if ref is None:
@@ -135,7 +152,7 @@ class Starting(JobRun):
             except Exception as exc:  # a tracker outage never fails the job
                 why = exc.advice() if isinstance(exc, ColabqError) else type(exc).__name__
                 self.log(f"tracker {spec.tracker}: no run opened ({why}); the job opens its own")
-                return {}
+                return None
             if opened is None:
                 why = (
                     "COLABQ_MLFLOW_TRACKING_URI is not set on this worker"
@@ -143,7 +160,7 @@ class Starting(JobRun):
                     else "colabq assigns no run id for it"
                 )
                 self.log(f"tracker {spec.tracker}: {why}; the job opens its own run")
-                return {}
+                return None
             ref = opened.ref
             fields = {"tracker_run": str(ref)}
             if opened.experiment_id is not None:
@@ -151,7 +168,7 @@ class Starting(JobRun):
             d.fence()
             d.ledger.set_fields(self.job_id, owner=self.owner, **fields)
             self.log(f"tracker run {ref}")
-        return run_env(ref, self.job_id, d.settings)
+        return ref
 
     def _launched(self) -> bool:
         """Whether the wrapper was started already (an adopter's question: never twice)."""
