@@ -39,7 +39,6 @@ GRANTS = {
 }
 
 
-@dataclass
 def worker_hub_env(url: str, token_file: Path) -> dict[str, str]:
     """A worker's (and its VM's) settings for this Hub, with few, quick upload retries."""
     return {
@@ -53,6 +52,7 @@ def worker_hub_env(url: str, token_file: Path) -> dict[str, str]:
     }
 
 
+@dataclass
 class Hub:
     url: str
     admin: AdminClient
