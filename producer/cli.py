@@ -16,12 +16,8 @@ from typing import TYPE_CHECKING, Annotated, ParamSpec
 
 import typer
 
-from worker.errors import (
-    BrokerUnavailable,
-    ColabqError,
-    JobNotFound,
-    UserInputError,
-)
+from producer import exitcodes
+from worker.errors import ColabqError
 from worker.states import TERMINAL, JobState
 
 if TYPE_CHECKING:
@@ -281,14 +277,7 @@ _ORDER = ["preflight", "submit", "status", "logs", "cancel", "stage", "clean", "
 app.registered_commands.sort(key=lambda c: _ORDER.index(getattr(c.callback, "__name__", "")))
 
 
-def exit_code_for(exc: ColabqError) -> int:
-    if isinstance(exc, BrokerUnavailable):
-        return 3
-    if isinstance(exc, JobNotFound):
-        return 4
-    if isinstance(exc, UserInputError):
-        return 2
-    return 1
+exit_code_for = exitcodes.for_error
 
 
 def main() -> None:

@@ -104,6 +104,11 @@ class JobSpec(BaseModel):
     preflight_digest: str | None = None
     submitted_at: datetime
     submitted_from: str = ""
+    # Who submitted it (user@host): `colabq status --mine` lists these.
+    submitted_by: str = Field(default="", max_length=200)
+    # Environment variables the wrapper exports before the job script runs (a sweep's values).
+    # Never a secret: names that look like one are refused (secrets stay 0600 files on hosts).
+    env: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("script")
     @classmethod
@@ -127,6 +132,14 @@ class JobSpec(BaseModel):
                 )
         return v
 
+    @field_validator("env")
+    @classmethod
+    def _env(cls, v: dict[str, str]) -> dict[str, str]:
+        for name, value in v.items():
+            if problem := env_problem(name, value):
+                raise ValueError(problem)
+        return v
+
     @field_validator("resume_from")
     @classmethod
     def _resume(cls, v: str | None) -> str | None:
@@ -144,6 +157,28 @@ class JobSpec(BaseModel):
         if self.idle_timeout_s > self.wall_cap_s:
             raise ValueError("idle_timeout_s must not exceed wall_cap_s")
         return self
+
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+_SECRET_WORDS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "API_KEY", "APIKEY", "CREDENTIAL")
+MAX_ENV_VALUE = 4096
+
+
+def env_problem(name: str, value: str) -> str | None:
+    """Why `name=value` cannot be a job environment variable, or None."""
+    if not _ENV_NAME.fullmatch(name):
+        return f"env name {name!r} must match [A-Za-z_][A-Za-z0-9_]* (at most 128)"
+    upper = name.upper()
+    if upper.startswith(("COLABQ_", "HF_", "BASH_")) or upper in ("PATH", "HOME", "IFS"):
+        return f"env {name} is reserved (colabq, the Hub client or bash set it)"
+    if any(w in upper for w in _SECRET_WORDS):
+        return (
+            f"env {name} looks like a secret: secrets never travel in a job; keep them in a "
+            "0600 file on the worker host"
+        )
+    if len(value) > MAX_ENV_VALUE or "\x00" in value or "\n" in value:
+        return f"env {name}: the value must be one line of at most {MAX_ENV_VALUE} characters"
+    return None
 
 
 def queue_for(gpu: Gpu | str, prefix: str = "") -> str:

@@ -116,7 +116,8 @@ def launch_source(spec: JobSpec, settings: Settings, nonce: str, seg: Segment = 
     """The launch cell: unpack the bundle, start the wrapper detached, once."""
     argv = wrapper_argv(spec, settings, nonce, seg)
     values = {"JOB": spec.job_id, "NONCE": nonce, "ARGV": argv, "BUNDLE": BUNDLE}
-    return _fill("launch.py.tmpl", {**values, "ENV": dict(seg.env)})
+    # The spec's own env (a sweep's values), then the segment's (colabq's names win).
+    return _fill("launch.py.tmpl", {**values, "ENV": {**spec.env, **dict(seg.env)}})
 
 
 def attach_source(job_id: str, nonce: str, offset: int) -> str:
