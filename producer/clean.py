@@ -1,7 +1,7 @@
 """`colabq clean RUN`: the restart/kill cleanup of one run, in the spec's order.
 
 Owns the four steps of the spec's "Restart and kill" section and the command that runs them:
-1. the run's local checkpoint folder: `--run-dir` (relative to `--repo`), else by convention
+1. the run's local checkpoint folder: `--run-dir` (relative to `--repo-dir`), else by convention
    `<repo>/runs/<RUN>` and `<repo>/outputs/<RUN>`, each that exists; guarded by
    `check_local_run_dir` and `guard_run_folder` (named after the run, not a symlink, not
    holding the repository);
@@ -43,6 +43,7 @@ from worker.states import TERMINAL, JobState
 
 if TYPE_CHECKING:
     from worker.records.ledger import JobRecord, Ledger
+    from worker.settings import Settings
     from worker.spec import ArtifactDest
     from worker.store.hub import HubStore
 
@@ -87,11 +88,12 @@ class HubDeleter:
     """A Hub prefix, deleted in one commit (the repo's history keeps it; nothing rewritten)."""
 
     run_name: str
+    settings: Settings
 
     def _store(self) -> HubStore:
         from producer.stage import build_hub_store
 
-        return build_hub_store(os.environ, Path.home())
+        return build_hub_store(self.settings)
 
     def describe(self, dest: ArtifactDest) -> str:
         kind = "datasets/" if dest.repo_type == "dataset" else ""
@@ -106,9 +108,9 @@ class HubDeleter:
         self._store().delete_prefix(dest)
 
 
-def build_deleters(run_name: str) -> dict[str, ArtifactDeleter]:
+def build_deleters(run_name: str, settings: Settings) -> dict[str, ArtifactDeleter]:
     """The deleter per destination kind."""
-    return {"local": LocalStoreDeleter(run_name), "hf": HubDeleter(run_name)}
+    return {"local": LocalStoreDeleter(run_name), "hf": HubDeleter(run_name, settings)}
 
 
 @dataclass(frozen=True)
@@ -248,19 +250,22 @@ def build_planners(
     ]
 
 
-def _connect() -> Ledger:
+def _connect(settings: Settings) -> Ledger:
     from worker.deps import connect_ledger
-    from worker.settings import load_settings
 
-    return connect_ledger(load_settings())
+    return connect_ledger(settings)
 
 
 def clean(
     run: Annotated[str, typer.Argument(help="The run name.")],
-    repo: Annotated[Path, typer.Option("--repo", help="The training repository.")] = Path("."),
+    repo: Annotated[
+        Path, typer.Option("--repo-dir", help="The training repository (folder).")
+    ] = Path("."),
     run_dir: Annotated[
         Path | None,
-        typer.Option(help="The run's folder, relative to --repo (default: runs/RUN, outputs/RUN)."),
+        typer.Option(
+            help="The run's folder, relative to --repo-dir (default: runs/RUN, outputs/RUN)."
+        ),
     ] = None,
     delete_remote: Annotated[
         bool, typer.Option("--delete-remote", help="Also delete the run's stored artifacts.")
@@ -269,6 +274,13 @@ def clean(
         list[str] | None, typer.Option(help="wandb, mlflow, neptune, tensorboard or none.")
     ] = None,
     yes: Annotated[bool, typer.Option("--yes", help="Act (default: show only).")] = False,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help='Print one object at the end: {"run", "dry_run", "steps", "lines", "summary"}.',
+        ),
+    ] = False,
 ) -> None:
     """Clean up a failed or killed run, in order: local folder, artifacts, tracker, jobs."""
     if not _RUN_NAME.fullmatch(run) or run in (".", ".."):
@@ -281,12 +293,18 @@ def clean(
             )
     base = repo.absolute()
     run_dirs, looked_at = find_run_dirs(base, run, run_dir)
-    ledger = _connect()
+    from producer.clictx import load_settings
+
+    settings = load_settings()
+    ledger = _connect(settings)
     facts = RunFacts(run, base, run_dirs, looked_at, find_run_jobs(ledger, run))
     console = Console(highlight=False)
+    lines: list[str] = []
 
     def say(line: str) -> None:
-        console.print(line, markup=False, soft_wrap=True)
+        lines.append(line)
+        if not as_json:
+            console.print(line, markup=False, soft_wrap=True)
 
     say(f"colabq clean {run}: {'cleaning up' if yes else 'dry run, nothing will be changed'}")
     planners = build_planners(
@@ -295,7 +313,17 @@ def clean(
         delete_remote=delete_remote,
         trackers=named,
         env=dict(os.environ),
-        deleters=build_deleters(run),
+        deleters=build_deleters(run, settings),
     )
     results = run_steps(planners, act=yes, run_name=run, say=say)
-    say(summarise(results, act=yes))
+    summary = summarise(results, act=yes)
+    if as_json:
+        import json
+
+        steps = [
+            {"number": r.number, "title": r.title, "outcome": r.outcome.value} for r in results
+        ]
+        data = {"run": run, "dry_run": not yes, "steps": steps, "lines": lines, "summary": summary}
+        print(json.dumps(data))
+    else:
+        say(summary)

@@ -17,11 +17,12 @@ from typing import TYPE_CHECKING, Annotated, ParamSpec
 import typer
 
 from producer import exitcodes
+from producer.cligroup import OneLineErrors
 from worker.errors import ColabqError
 from worker.states import TERMINAL, JobState
 
 if TYPE_CHECKING:
-    from worker.records.ledger import Ledger
+    from worker.records.ledger import Ledger, LogLine
 
 # Heavy imports (celery, redis, pydantic, huggingface_hub) happen inside the commands that need
 # them, so that `colabq preflight` and `--help` start fast.
@@ -31,8 +32,39 @@ app = typer.Typer(
     help="Queue long ML training jobs onto Colab GPU sessions; results on the Hugging Face Hub.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
-    add_completion=False,
+    cls=OneLineErrors,  # a usage error is one line, like every other colabq error
+    # --install-completion / --show-completion (bash, zsh, fish, powershell).
+    add_completion=True,
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"colabq {installed_version()}")
+        raise typer.Exit(0)
+
+
+def installed_version() -> str:
+    """The installed distribution's version (importlib.metadata: no import of colabq's own)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("colabq")
+    except PackageNotFoundError:
+        return "unknown (not installed: run `pip install -e .` in the clone)"
+
+
+@app.callback()
+def _root(
+    show_version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    pass
+
 
 JobArg = Annotated[str, typer.Argument(help="Job id (a unique prefix is enough).")]
 
@@ -67,51 +99,50 @@ from producer.clictx import (  # noqa: E402
 
 
 @command
-def status(
-    job: Annotated[str | None, typer.Argument(help="A job id; omit for the list.")] = None,
-    limit: Annotated[int, typer.Option(help="How many jobs to list.")] = 30,
-    as_json: JsonOpt = False,
-) -> None:
-    """A table of jobs, or one job's states, reasons and final report."""
-    from producer import render
-
-    ledger = _connect(load_settings())
-    if job is None:
-        records = ledger.list_jobs(limit)
-        if as_json:
-            print(json.dumps([render.job_json(r, []) for r in records]))
-        else:
-            out.print(render.jobs_table(records))
-        return
-    rec = ledger.get(ledger.find_by_prefix(job))
-    history = ledger.history(rec.job_id)
-    if as_json:
-        print(json.dumps(render.job_json(rec, history)))
-    else:
-        out.print(render.job_detail(rec, history))
-
-
-@command
 def logs(
     job: JobArg,
     follow: Annotated[
-        bool, typer.Option("--follow", "-f", help="Keep printing until the job ends.")
+        bool,
+        typer.Option(
+            "--follow", "-f", help="Keep printing until the job ends; exit with its outcome."
+        ),
+    ] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help='One JSON object a line: {"id", "line", "stream"}.')
     ] = False,
 ) -> None:
-    """Print a job's output (from any machine); -f follows it live."""
+    """Print a job's output (from any machine); -f follows it live and exits with its outcome."""
     ledger = _connect(load_settings())
     job_id = ledger.find_by_prefix(job)
-    follow_logs(ledger, job_id, follow=follow, write=lambda s: print(s, flush=True))
+
+    def emit(line: LogLine) -> None:
+        if as_json:
+            row = {"id": line.id, "line": line.text, "stream": line.stream}
+            print(json.dumps(row), flush=True)
+        else:
+            print(line.text, flush=True)
+
+    state = follow_lines(ledger, job_id, follow=follow, emit=emit)
+    if follow:
+        raise typer.Exit(exitcodes.for_state(state))
 
 
 def follow_logs(
     ledger: Ledger, job_id: str, *, follow: bool, write: Callable[[str], None]
 ) -> JobState:
+    """`follow_lines` for callers that want each line's text only."""
+    return follow_lines(ledger, job_id, follow=follow, emit=lambda line: write(line.text))
+
+
+def follow_lines(
+    ledger: Ledger, job_id: str, *, follow: bool, emit: Callable[[LogLine], None]
+) -> JobState:
+    """Emit the job's log lines; with `follow`, until the job is over. Returns its state."""
     after = "0-0"
     while True:
         for line in ledger.read_log(job_id, after, block_ms=1000 if follow else None):
             after = line.id
-            write(line.text)
+            emit(line)
         state = ledger.get(job_id).state
         if not follow:
             return state
@@ -119,7 +150,7 @@ def follow_logs(
             # Drain what arrived between the last read and the terminal state.
             for line in ledger.read_log(job_id, after):
                 after = line.id
-                write(line.text)
+                emit(line)
             return state
 
 
@@ -127,18 +158,32 @@ def follow_logs(
 def cancel(
     job: JobArg,
     reason: Annotated[str, typer.Option(help="Recorded on the job.")] = "cancelled by user",
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help='Print {"job_id", "state_before", "result"}; result is cancelled (before any '
+            "worker took it), requested (its runner stops it) or already_over.",
+        ),
+    ] = False,
 ) -> None:
     """Ask the job's runner to stop its session (verified) and end the job CANCELLED."""
     ledger = _connect(load_settings())
     job_id = ledger.find_by_prefix(job)
-    rec = ledger.get(job_id)
-    if rec.state in TERMINAL:
-        out.print(f"Job {job_id} is already {rec.state.name}; nothing to cancel.")
-        return
-    if ledger.cancel(job_id, reason):
-        out.print(f"Job {job_id} cancelled before any worker took it.")
+    before = ledger.get(job_id).state
+    if before in TERMINAL:
+        result = "already_over"
+        text = f"Job {job_id} is already {before.name}; nothing to cancel."
+    elif ledger.cancel(job_id, reason):
+        result = "cancelled"
+        text = f"Job {job_id} cancelled before any worker took it."
     else:
-        out.print(f"Cancel requested for job {job_id}; its runner stops the session and ends it.")
+        result = "requested"
+        text = f"Cancel requested for job {job_id}; its runner stops the session and ends it."
+    if as_json:
+        print(json.dumps({"job_id": job_id, "state_before": before.value, "result": result}))
+    else:
+        out.print(text)
 
 
 @command
@@ -152,6 +197,7 @@ def worker(
 ) -> None:
     """Run a Celery worker: each slot holds one Colab session at a time."""
     settings = load_settings()
+    settings.ensure_state_dir()
     _connect(settings)
     gpus = [g.upper() for g in (gpu or settings.worker_gpus)]
     queues = ",".join(queue_for(g, settings.queue_prefix) for g in gpus)
@@ -168,8 +214,8 @@ def beat(loglevel: Annotated[str, typer.Option()] = "INFO") -> None:
     consumed by this process (a worker with an embedded beat), never by the GPU workers.
     """
     settings = load_settings()
+    settings.ensure_state_dir()
     _connect(settings)
-    settings.state_dir.mkdir(parents=True, exist_ok=True)
     schedule = str(settings.state_dir / "beat-schedule")
     argv = ["worker", "-B", "-s", schedule, "-Q", "colabq.janitor", "-c", "1", "-l", loglevel]
     build_app(settings).worker_main([*argv, "-n", "colabq-beat@%h"])
@@ -215,48 +261,71 @@ def workers(as_json: JsonOpt = False) -> None:
 
 
 @command
-def adopt(job: JobArg) -> None:
+def adopt(job: JobArg, as_json: JsonOpt = False) -> None:
     """Take over a job whose worker host is gone, and finish it from this machine.
 
     Needs the account's Colab credentials and the worker settings (Redis, state dir, Hub token
-    file). Waits until the job's lease expired; runs until the job ends, then prints its state.
+    file). Waits until the job's lease expired; runs until the job ends, then prints its state
+    and exits with the job's outcome (as `logs -f`).
     """
+    import socket
+
     from worker.session.owner import adopt_job
 
     settings = load_settings()
+    settings.ensure_state_dir()
     ledger = _connect(settings)
     job_id = ledger.find_by_prefix(job)
-    import socket
-
     outcome = adopt_job(job_id, settings, ledger, worker_name=f"adopter@{socket.gethostname()}")
     if outcome is None:
         rec = ledger.get(job_id)
-        out.print(
-            f"Job {job_id} is {rec.state.name}: it has a live owner or is over; nothing done."
-        )
-        raise typer.Exit(1 if rec.state not in TERMINAL else 0)
-    out.print(f"Job {job_id} {outcome.state.name}: {outcome.reason}", markup=False)
-    raise typer.Exit(0 if outcome.state is JobState.SUCCEEDED else 1)
+        over = rec.state in TERMINAL
+        why = "it has a live owner"
+        if over or rec.state is JobState.QUEUED:
+            why = "it is over" if over else "it is queued: a worker takes it"
+        if as_json:
+            row = {"job_id": job_id, "adopted": False, "state": rec.state.value, "reason": why}
+            print(json.dumps(row))
+        else:
+            out.print(f"Job {job_id} is {rec.state.name}: {why}; nothing done.")
+        raise typer.Exit(exitcodes.OK if over else exitcodes.FAILED)
+    if as_json:
+        state, reason = outcome.state.value, outcome.reason
+        print(json.dumps({"job_id": job_id, "adopted": True, "state": state, "reason": reason}))
+    else:
+        out.print(f"Job {job_id} {outcome.state.name}: {outcome.reason}", markup=False)
+    raise typer.Exit(exitcodes.for_state(outcome.state))
 
 
 @command
 def demo(
     keep: Annotated[bool, typer.Option(help="Keep the demo folder afterwards.")] = False,
+    as_json: Annotated[
+        bool,
+        typer.Option("--json", help='Progress on stderr, then one line: {"result": "passed"}.'),
+    ] = False,
 ) -> None:
     """Run a demo job end to end: broker, worker, Colab emulator, final report."""
     from producer.demo import run_demo
 
-    raise typer.Exit(run_demo(out, keep=keep))
+    code = run_demo(err if as_json else out, keep=keep)
+    if as_json:
+        print(json.dumps({"result": "passed" if code == 0 else "failed"}))
+    raise typer.Exit(code)
 
 
 # Commands defined in their own modules, registered like the ones above.
 from producer.clean import clean  # noqa: E402
+from producer.doctor import doctor  # noqa: E402
 from producer.preflight_cli import preflight  # noqa: E402
+from producer.status_cli import status  # noqa: E402
 from producer.submit_cli import submit  # noqa: E402
 
 command(submit)
 command(preflight)
+command(status)
 command(clean)
+command(doctor)
 
 
 @command
@@ -264,16 +333,17 @@ def stage(
     path: Annotated[Path, typer.Argument(help="Local file or folder (a data set, a checkpoint).")],
     to: Annotated[str, typer.Option("--to", help="hf://[datasets/]OWNER/REPO/PATH")],
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace data at --to.")] = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Upload local data to a private Hub repo, to declare it later with --hub-input NAME=URI."""
     from producer.stage import stage_command
 
-    stage_command(path, to, overwrite)
+    stage_command(path, to, overwrite, as_json)
 
 
 # `colabq --help` lists the commands in the order a user meets them.
 _ORDER = ["preflight", "submit", "status", "logs", "cancel", "stage", "clean", "worker", "beat",
-          "workers", "janitor", "adopt", "demo"]  # fmt: skip
+          "workers", "doctor", "janitor", "adopt", "demo"]  # fmt: skip
 app.registered_commands.sort(key=lambda c: _ORDER.index(getattr(c.callback, "__name__", "")))
 
 

@@ -26,12 +26,12 @@ from rich.console import Console
 from producer import render
 from producer.broker import ensure_broker
 from producer.cli import follow_logs
+from producer.clictx import load_settings
 from producer.submit import SubmitRequest, build_spec, check_output_repo, enqueue
 from worker.celery_app import build_app
 from worker.colab.driver import ColabCli
 from worker.deps import build_ledger
 from worker.errors import UserInputError
-from worker.settings import load_settings
 from worker.states import JobState
 
 REPO = Path(__file__).resolve().parents[1]
@@ -78,8 +78,9 @@ def run_demo(console: Console, *, keep: bool = False) -> int:
         raise UserInputError(
             f"The Colab emulator is missing at {EMULATOR}: run the demo from a clone."
         )
+    user = load_settings()  # an invalid setting stops the demo before it starts anything
     root = Path(tempfile.mkdtemp(prefix="colabq-demo-"))
-    redis_url = os.environ.get("COLABQ_REDIS_URL", DEMO_REDIS)
+    redis_url = user.redis_url if "redis_url" in user.model_fields_set else DEMO_REDIS
     broker = ensure_broker(redis_url)
     console.print(f"[bold]broker:[/] {broker.description}")
     key_prefix = f"colabq-demo-{secrets.token_hex(4)}"
@@ -123,8 +124,10 @@ def run_demo(console: Console, *, keep: bool = False) -> int:
     console.print(f"[bold]colab:[/] offline emulator {EMULATOR}")
     try:
         settings = load_settings(
-            redis_url=broker.url, key_prefix=key_prefix, queue_prefix=f"{key_prefix}."
-        )
+            redis_url=broker.url, key_prefix=key_prefix, queue_prefix=f"{key_prefix}.",
+            state_dir=root / "state", hf_endpoint=hub_url,
+        )  # fmt: skip
+        settings.ensure_state_dir()
         ledger = build_ledger(settings)
         script = root / "demo-job.sh"
         script.write_text(DEMO_SCRIPT)
@@ -135,13 +138,13 @@ def run_demo(console: Console, *, keep: bool = False) -> int:
                 gpu="T4",
                 wall="10m",
                 idle="60s",
-                repo=DEMO_REPO,
+                hub_repo=DEMO_REPO,
                 sync_paths=("checkpoints",),
                 expect=("checkpoints",),
                 commit="demo",
             )
         )
-        seen = check_output_repo(spec, {"HF_ENDPOINT": hub_url, "HF_TOKEN": token}, root / "home")
+        seen = check_output_repo(spec, settings, token)
         console.print(f"[bold]output repo:[/] {seen}")
         res = enqueue(spec, ledger, build_app(settings), settings.queue_prefix)
         console.print(f"[bold]submitted:[/] job {res.job_id} ({spec.run_name})\n")

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from worker.records.ledger import Ledger
+    from worker.settings import Settings
 
 SCAN_LIMIT = 500
 KEEP = 5
@@ -37,16 +38,17 @@ def measure_from_ledger(ledger: Ledger, reference: str) -> float | None:
     return statistics.median(samples) if samples else None
 
 
-def ledger_measurer() -> Callable[[str], float | None]:
-    """A measurer that reaches Redis only when the ETA needs it (and tolerates its absence)."""
+def ledger_measurer(settings: Callable[[], Settings]) -> Callable[[str], float | None]:
+    """A measurer that reaches Redis only when the ETA needs it (and tolerates its absence).
+    `settings` (the command's, built when called) may raise: an invalid setting is reported."""
 
     def measure(reference: str) -> float | None:
         from worker.deps import connect_ledger
         from worker.errors import ColabqError
-        from worker.settings import load_settings
 
+        loaded = settings()
         try:
-            ledger = connect_ledger(load_settings())
+            ledger = connect_ledger(loaded)
         except ColabqError:
             return None
         return measure_from_ledger(ledger, reference)

@@ -1,7 +1,8 @@
 """The exit codes of `colabq`, in one table (the README prints it; a test checks they agree).
 
-A command that fails exits with the code of its error; `colabq status JOB` and `colabq logs -f`
-exit with the job's outcome, so a script can wait on a job and branch on how it ended.
+A command that fails exits with the code of its error; `colabq status JOB`, `colabq logs -f` and
+`colabq adopt` exit with the job's outcome, so a script can wait on a job and branch on how it
+ended. `colabq doctor` exits 1 when a check fails.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ _BY_STATE = {
 
 
 def for_state(state: JobState) -> int:
-    """The exit code a job in `state` gives `status JOB` and `logs -f`."""
+    """The exit code a job in `state` gives `status JOB`, `logs -f` and `adopt`."""
     return _BY_STATE.get(state, NOT_OVER)
 
 

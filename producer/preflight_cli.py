@@ -1,14 +1,16 @@
 """The `colabq preflight` command, and the pre-flight gate in front of `colabq submit`.
 
 Owns turning command-line options into `PreflightOptions` (KEY=VALUE pairs, the wall cap, the
-quiet windows of `COLABQ_QUIET_WINDOWS`, the intended config when none is named), the remote
+quiet windows of the `quiet_windows` setting, the intended config when none is named), the remote
 checker the CLI uses, the copyable submit command, and `gate`, which refuses a submission while a
 check fails that was not waived by name. The checks themselves are `producer.preflight`'s.
 
 Start-up matters here: nothing on this module's import path may import Celery, Redis or
 huggingface_hub (the `hf://` checker, `preflight_hub.py`, builds the Hub store only when the
-first `hf://` URI is checked). The checks library is imported inside the functions that use it,
-so registering this command costs every other `colabq` command nothing.
+first `hf://` URI is checked), nor pydantic-settings: the command's one settings object is a
+`LazySettings`, built only when a setting is needed (quiet windows named somewhere, an `hf://`
+input, an ETA measured from the ledger). The checks library is imported inside the functions
+that use it, so registering this command costs every other `colabq` command nothing.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
+from producer.clictx import LazySettings
 from worker.errors import UserInputError
 from worker.utils import parse_duration_s
 
@@ -36,7 +39,6 @@ if TYPE_CHECKING:
 
     HfChecker = Callable[[str], RemoteStatus]
 
-QUIET_WINDOWS_ENV = "COLABQ_QUIET_WINDOWS"
 # Stands in for the config when none is named or found, so the paths check says it is missing.
 NO_CONFIG = Path("(no config: pass --config)")
 JOB_SCRIPT_PLACEHOLDER = "JOB_SCRIPT.sh"
@@ -94,18 +96,10 @@ def pairs(option: str, items: Sequence[str], shape: str) -> dict[str, str]:
     return found
 
 
-def quiet_windows_from(env: Mapping[str, str]) -> tuple[str, ...]:
-    """Split `COLABQ_QUIET_WINDOWS` on commas, keeping day lists whole ("Sat,Sun 00:00-24:00")."""
-    windows: list[str] = []
-    pending = ""
-    for piece in env.get(QUIET_WINDOWS_ENV, "").split(","):
-        pending = f"{pending},{piece}" if pending else piece
-        if ":" in pending:  # a piece without a time is a weekday that continues a day list
-            windows.append(pending.strip())
-            pending = ""
-    if pending.strip():
-        windows.append(pending.strip())
-    return tuple(w for w in windows if w)
+def quiet_windows_from(settings: LazySettings) -> tuple[str, ...]:
+    """The `quiet_windows` setting (COLABQ_QUIET_WINDOWS in the environment or .env); the
+    settings are built only when a source may set it, else there are none."""
+    return settings().quiet_windows if settings.may_set("quiet_windows") else ()
 
 
 def wall_cap_s(text: str) -> float:
@@ -131,11 +125,15 @@ def _relative(path: Path, base: Path) -> Path:
         return path
 
 
-def build_hf_checker(env: Mapping[str, str]) -> HfChecker:
-    """The `hf://` checker; the Hub store behind it is built when the first URI is checked."""
+def build_hf_checker(settings: LazySettings, hub_inputs: Sequence[str] = ()) -> HfChecker:
+    """The `hf://` checker; the Hub store behind it is built when the first URI is checked.
+    An `hf://` input named on the command line (NAME=URI) will need the Hub's settings, so they
+    are checked now: an invalid one stops the command in one line, not as a skipped check."""
     from producer.preflight_hub import hub_checker
 
-    return hub_checker(env)
+    if any(item.partition("=")[2].strip().startswith("hf://") for item in hub_inputs):
+        settings().hub_endpoint()
+    return hub_checker(settings)
 
 
 def run_checks(
@@ -145,15 +143,17 @@ def run_checks(
     now: datetime,
     hf: HfChecker | None = None,
     measure_epoch_s: Callable[[str], float | None] | None = None,
+    quiet_windows: Sequence[str] = (),
 ) -> Checked:
-    """Run the five checks; bad options raise `UserInputError`, a bad repository never does."""
+    """Run the five checks; bad options raise `UserInputError`, a bad repository never does.
+    `env` is the environment the job's checks read (trackers, credentials), not settings."""
     from producer.preflight.remote import build_remote_checker
     from producer.preflight.report import Report, validate_waivers
     from producer.preflight.run import PreflightOptions, find_launch_script, run_preflight
 
     repo = inputs.repo.resolve()
     if not repo.is_dir():
-        raise UserInputError(f"--repo {inputs.repo}: not a folder (the training repository).")
+        raise UserInputError(f"--repo-dir {inputs.repo}: not a folder (the training repository).")
     config, picked = inputs.config, False
     if config is None:
         found = find_intended_config(repo, now)
@@ -169,7 +169,7 @@ def run_checks(
         epochs=inputs.epochs,
         seconds_per_epoch=inputs.seconds_per_epoch,
         wall_cap_s=wall_cap_s(inputs.wall),
-        quiet_windows=quiet_windows_from(env),
+        quiet_windows=tuple(quiet_windows),
         waive=validate_waivers(inputs.waive),
     )
     report = run_preflight(
@@ -227,7 +227,7 @@ def submit_command(inputs: PreflightInputs, checked: Checked, target: SubmitTarg
     if inputs.wall != "12h":
         argv += ["--wall", inputs.wall]
     if target.hub_repo:
-        argv += ["--repo", target.hub_repo]
+        argv += ["--hub-repo", target.hub_repo]
     if target.local_store is not None:
         argv += ["--local-store", str(target.local_store)]
     if repo != cwd.resolve():
@@ -272,18 +272,26 @@ def gate(
     now: datetime | None = None,
     hf: HfChecker | None = None,
     measure_epoch_s: Callable[[str], float | None] | None = None,
+    settings: LazySettings | None = None,
 ) -> Checked:
     """Run the pre-flight for `colabq submit`; raise `PreflightFailed` unless it is clean.
 
     `env` defaults to this process's environment, `now` to the clock, `hf` to the wired checker,
-    `measure_epoch_s` to none (the ETA is then measured only from what the user gives).
+    `measure_epoch_s` to none (the ETA is then measured only from what the user gives),
+    `settings` to the settings of this process (built when needed).
     """
     from producer.preflight.render import print_report, render_report
 
     env = dict(os.environ) if env is None else env
-    hf = build_hf_checker(env) if hf is None else hf
+    settings = LazySettings() if settings is None else settings
+    hf = build_hf_checker(settings, inputs.hub_inputs) if hf is None else hf
     checked = run_checks(
-        inputs, env=env, now=now or datetime.now(UTC), hf=hf, measure_epoch_s=measure_epoch_s
+        inputs,
+        env=env,
+        now=now or datetime.now(UTC),
+        hf=hf,
+        measure_epoch_s=measure_epoch_s,
+        quiet_windows=quiet_windows_from(settings),
     )
     report = checked.report
     if as_json:
@@ -301,7 +309,7 @@ def gate(
 
 RepoOpt = Annotated[
     Path,
-    typer.Option("--repo", "--repo-dir", help="The training repository (default: here)."),
+    typer.Option("--repo-dir", help="The training repository, a folder (default: here)."),
 ]
 ConfigOpt = Annotated[
     Path | None, typer.Option(help="The run's config (default: the newest under configs/ …).")
@@ -349,13 +357,14 @@ def preflight(
     )
     from producer.eta_history import ledger_measurer
 
-    env = dict(os.environ)
+    settings = LazySettings()
     checked = run_checks(
         inputs,
-        env=env,
+        env=dict(os.environ),
         now=datetime.now(UTC),
-        hf=build_hf_checker(env),
-        measure_epoch_s=ledger_measurer(),
+        hf=build_hf_checker(settings, inputs.hub_inputs),
+        measure_epoch_s=ledger_measurer(settings),
+        quiet_windows=quiet_windows_from(settings),
     )
     target = SubmitTarget(gpu=gpu, hub_repo=hub_repo, local_store=local_store)
     command = submit_command(inputs, checked, target) if checked.report.ok else None
@@ -365,7 +374,7 @@ def preflight(
         console = Console()
         print_report(console, checked.report, submit_command=command)
         if command is not None and not (hub_repo or local_store):
-            console.print("Add where results go (--repo USER/REPO or --local-store DIR) to it.")
+            console.print("Add where results go (--hub-repo OWNER/NAME or --local-store DIR).")
         if command is not None and job_script(checked.launch_script) is None:
             console.print(f"Replace {JOB_SCRIPT_PLACEHOLDER} with the job's bash script.")
     if not checked.report.ok:

@@ -3,19 +3,25 @@
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from rich import box
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from worker.records.ledger import HistoryEntry, JobRecord
+from worker.colab import rates
 from worker.states import TERMINAL, JobState
+from worker.utils import format_duration_s
 
 if TYPE_CHECKING:
+    from producer.joblist import JobRow, Listing
     from worker.janitor.run import JanitorReport
     from worker.records.fleet import WorkerCard
+    from worker.records.ledger import HistoryEntry, JobRecord
 
 _STYLE = {
     JobState.SUCCEEDED: "green",
@@ -33,20 +39,99 @@ def _state(state: JobState) -> Text:
     return Text(state.name, style=style)
 
 
-def jobs_table(records: list[JobRecord]) -> Table:
-    t = Table(title="colabq jobs", show_lines=False)
-    for col in ("job", "run name", "gpu", "state", "updated", "reason"):
-        t.add_column(col, overflow="fold")
-    for r in records:
+def _age(seconds: float | None) -> str:
+    """A duration in at most 6 characters: 45s, 12m05s, 3h07m, 2d04h."""
+    return "-" if seconds is None else format_duration_s(seconds)
+
+
+def _units(value: float | None, digits: int = 2) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+# The list's columns; `--json` uses the same names (a duration's with its unit: `elapsed_s`).
+LIST_COLUMNS = ("id", "run", "state", "gpu", "worker", "elapsed", "cu")
+
+
+def _held_ever(fields: Mapping[str, str | None]) -> bool:
+    return bool(fields.get("held_s") or fields.get("held_since"))
+
+
+def _row_state(row: JobRow) -> Text:
+    return Text("DAMAGED", style="bold red") if row.state is None else _state(row.state)
+
+
+def jobs_table(listing: Listing, now: float, *, next_page: str | None = None) -> RenderableType:
+    """One line per job in 80 columns: short ids, long run and worker names cut with an
+    ellipsis; a footer with how many are shown of how many matched, and the next page."""
+    if not listing.rows:
+        return Text(_footer(listing, next_page))
+    t = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, collapse_padding=True)
+    for col in LIST_COLUMNS:
+        numeric = col in ("elapsed", "cu")
+        flexible = col in ("run", "worker")
+        t.add_column(
+            col, justify="right" if numeric else "left", no_wrap=not flexible,
+            overflow="ellipsis", max_width=18 if col == "worker" else None,
+        )  # fmt: skip
+    for row in listing.rows:
+        held = _held_ever(row.fields)
         t.add_row(
-            r.job_id,
-            r.spec.run_name,
-            r.spec.gpu.value,
-            _state(r.state),
-            _when(r.updated_at),
-            r.reason,
-        )
-    return t
+            listing.short[row.job_id], row.run, _row_state(row), row.gpu, row.worker or "-",
+            _age(row.elapsed_s(now)), _units(row.cu(now)) if held else "-",
+        )  # fmt: skip
+    return Group(t, Text(_footer(listing, next_page), style="dim"))
+
+
+def _footer(listing: Listing, next_page: str | None) -> str:
+    shown, matched = len(listing.rows), listing.matched
+    if matched == 0:
+        return "No job matched."
+    if shown == 0:
+        return f"Page {listing.page} is past the end: {matched} matched, {listing.pages} page(s)."
+    first = (listing.page - 1) * listing.limit + 1
+    text = f"{first}-{first + shown - 1} of {matched} matched, newest first."
+    if listing.page < listing.pages and next_page:
+        text += f"\nNext page: {next_page}"
+    return text
+
+
+def row_json(row: JobRow, short_id: str, now: float) -> dict[str, Any]:
+    """A list row for `--json`: the table's columns by the same names, and more."""
+    held = row.held_s(now)
+    return {
+        "id": short_id,
+        "job_id": row.job_id,
+        "run": row.run,
+        "state": row.state_value,
+        "gpu": row.gpu,
+        "worker": row.worker or None,
+        "elapsed_s": _rounded(row.elapsed_s(now)),
+        "cu": _rounded(row.cu(now), 4),
+        "held_s": _rounded(held),
+        "user": row.user or None,
+        "created_at": row.created_at,
+        "updated_at": row.updated_at,
+        "terminal": row.state in TERMINAL,
+        "problem": row.problem or None,
+    }
+
+
+def _rounded(value: float | None, digits: int = 1) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def costs(rec: JobRecord, now: float) -> dict[str, Any]:
+    """A job's elapsed time (submission to now, or to its end), the time it held a GPU, and
+    the compute units that cost (rate x held time)."""
+    end = rec.updated_at if rec.state in TERMINAL else now
+    held = rates.held_s(rec.fields, now)
+    gpu = rec.get("gpu") or rec.spec.gpu.value
+    return {
+        "elapsed_s": round(max(end - rec.created_at, 0.0), 1),
+        "held_s": round(held, 1),
+        "cu": _rounded(rates.units(gpu, held), 4),
+        "rate_per_hour": rates.rate_per_hour(gpu),
+    }
 
 
 def report_of(rec: JobRecord) -> dict[str, Any] | None:
@@ -54,11 +139,15 @@ def report_of(rec: JobRecord) -> dict[str, Any] | None:
     return json.loads(raw) if raw else None
 
 
-def job_detail(rec: JobRecord, history: list[HistoryEntry]) -> RenderableType:
+def job_detail(
+    rec: JobRecord, history: list[HistoryEntry], now: float | None = None
+) -> RenderableType:
     head = Table.grid(padding=(0, 2))
     head.add_column(style="bold")
     head.add_column()
     s = rec.spec
+    c = costs(rec, time.time() if now is None else now)
+    rate, gpu = c["rate_per_hour"], s.gpu.value
     rows: list[tuple[str, str | Text]] = [
         ("job", rec.job_id),
         ("run name", s.run_name),
@@ -66,8 +155,13 @@ def job_detail(rec: JobRecord, history: list[HistoryEntry]) -> RenderableType:
         ("gpu", f"{s.gpu.value}{' high-mem' if s.high_mem else ''}"),
         ("state", _state(rec.state)),
         ("reason", rec.reason),
+        ("submitted by", rec.get("user") or s.submitted_by or "-"),
+        ("worker", rec.get("worker") or "-"),
         ("session", rec.get("session") or "-"),
         ("endpoint", rec.get("endpoint") or "-"),
+        ("elapsed", _age(c["elapsed_s"])),
+        ("gpu held", _age(c["held_s"])),
+        ("compute units", _units(c["cu"], 3) + (f" ({gpu} at {rate:.2f}/h held)" if rate else "")),
     ]
     if rec.get("exit_code") is not None:
         rows.append(("exit code", rec.get("exit_code") or ""))
@@ -101,18 +195,44 @@ def final_report(report: dict[str, Any]) -> Table:
         "artifacts",
         "verification",
         "runtime",
+        "duration",
+        "compute_units",
         "remaining_endpoint",
         "next_action",
     ):
-        value = report.get(key)
+        value = _report_value(key, report.get(key))
         t.add_row(key.replace("_", " "), "-" if value in (None, "") else str(value))
     for note in report.get("notes") or ():
         t.add_row("note", str(note))
     return t
 
 
-def job_json(rec: JobRecord, history: list[HistoryEntry]) -> dict[str, Any]:
+def _report_value(key: str, value: Any) -> Any:
+    """The report's structured values in words: durations, and units with their rate."""
+    if key == "duration" and isinstance(value, dict):
+        return (f"{_age(value.get('total_s'))} from submission to end; "
+                f"GPU held {_age(value.get('held_s'))}")  # fmt: skip
+    if key == "compute_units" and isinstance(value, dict):
+        rate = value.get("rate_per_hour")
+        at = f" ({value.get('gpu')} at {rate:.2f} units/h of GPU held)" if rate else ""
+        return f"{_units(value.get('units'), 3)}{at}"
+    return value
+
+
+def job_json(
+    rec: JobRecord, history: list[HistoryEntry], now: float | None = None
+) -> dict[str, Any]:
+    """One job for `status JOB --json`: its fields, history and report, and the list's."""
+    c = costs(rec, time.time() if now is None else now)
     return {
+        "id": rec.job_id,
+        "run": rec.spec.run_name,
+        "worker": rec.get("worker"),
+        "user": rec.get("user") or rec.spec.submitted_by or None,
+        "elapsed_s": c["elapsed_s"],
+        "held_s": c["held_s"],
+        "cu": c["cu"],
+        "rate_per_hour": c["rate_per_hour"],
         "job_id": rec.job_id,
         "run_name": rec.spec.run_name,
         "gpu": rec.spec.gpu.value,

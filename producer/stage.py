@@ -3,17 +3,17 @@ declares it as an `hf://` input (`--hub-input NAME=URI`) instead of carrying it.
 
 Owns `stage()` — refuses to overwrite data already there unless asked, and proves the upload by
 reading the byte count back — and `stage_command`, the `colabq stage` command function that
-producer/cli.py registers. The token and endpoint are resolved here, at the command's entry;
-every transfer is `worker.store.hub.HubStore`'s.
+producer/cli.py registers. Also what every producer command that talks to the Hub uses:
+`find_hub_token()`, this machine's login as huggingface_hub finds it, and `build_hub_store()`,
+the store on `Settings.hub_endpoint()` with that token. Every transfer is
+`worker.store.hub.HubStore`'s.
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -26,8 +26,11 @@ from worker.errors import (
     UserInputError,
 )
 from worker.spec import ArtifactDest
-from worker.store.hub import HubStore, RepoCheck, parse_hf_uri
+from worker.store.hub import HubStore, RepoCheck, RetryPolicy, parse_hf_uri
 from worker.vm.colabq_sync import format_hf_uri
+
+if TYPE_CHECKING:
+    from worker.settings import Settings
 
 
 @dataclass(frozen=True)
@@ -78,22 +81,33 @@ def stage(path: Path, to_uri: str, store: HubStore, *, overwrite: bool = False) 
     return StageResult(uri, commit, size_bytes, files, existing, repo)
 
 
-def resolve_token(env: Mapping[str, str], home: Path) -> str | None:
-    """HF_TOKEN, else the file huggingface_hub's login writes (HF_TOKEN_PATH, HF_HOME/token)."""
-    if token := env.get("HF_TOKEN", "").strip():
-        return token
-    hf_home = Path(env.get("HF_HOME") or home / ".cache" / "huggingface")
-    token_path = Path(env.get("HF_TOKEN_PATH") or hf_home / "token")
-    if token_path.is_file():
-        return token_path.read_text().strip() or None
-    return None
+def find_hub_token() -> str | None:
+    """This machine's Hub token, found as huggingface_hub finds it (`get_token()`): HF_TOKEN,
+    else the token file of `hf auth login` (HF_TOKEN_PATH, else HF_HOME/token, HF_HOME defaulting
+    to $XDG_CACHE_HOME/huggingface or ~/.cache/huggingface). None when not logged in."""
+    from huggingface_hub import constants, get_token
+    from huggingface_hub.errors import OIDCError
+
+    try:
+        return get_token()
+    except OSError as exc:  # e.g. the token path is a folder, or not readable by this user
+        raise UserInputError(
+            f"Cannot read the Hub token file {constants.HF_TOKEN_PATH} "
+            f"({exc.strerror or type(exc).__name__}): fix it, or log in again (`hf auth login`)."
+        ) from None
+    except OIDCError as exc:
+        raise HubAuthError("", None, f"the OIDC token exchange failed ({exc})") from None
 
 
-def build_hub_store(env: Mapping[str, str], home: Path) -> HubStore:
-    token = resolve_token(env, home)
+def build_hub_store(settings: Settings, *, retry: RetryPolicy | None = None) -> HubStore:
+    """The store on this machine's Hub (`Settings.hub_endpoint()`) with its login, required."""
+    endpoint = settings.hub_endpoint()
+    token = find_hub_token()
     if token is None:
-        raise HubAuthError("", None, "no Hub token found (HF_TOKEN, HF_TOKEN_PATH, HF_HOME/token)")
-    return HubStore(env.get("HF_ENDPOINT") or None, token)
+        raise HubAuthError(
+            "", None, "no Hub token found: run `hf auth login`, or set HF_TOKEN (or HF_TOKEN_PATH)"
+        )
+    return HubStore(endpoint, token, retry=retry)
 
 
 def stage_command(
@@ -102,9 +116,30 @@ def stage_command(
     overwrite: Annotated[
         bool, typer.Option("--overwrite", help="Replace data already at --to (mirror PATH).")
     ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as data.")] = False,
 ) -> None:
     """Upload local data to a private Hub repo, to declare it later with --hub-input NAME=URI."""
-    result = stage(path, to, build_hub_store(os.environ, Path.home()), overwrite=overwrite)
+    from producer.clictx import load_settings
+
+    result = stage(path, to, build_hub_store(load_settings()), overwrite=overwrite)
+    if as_json:
+        import json
+
+        typer.echo(
+            json.dumps(
+                {
+                    "uri": result.uri,
+                    "commit": result.commit,
+                    "size_bytes": result.size_bytes,
+                    "files": result.files,
+                    "replaced_bytes": result.replaced_bytes,
+                    "repo": result.repo.repo_id,
+                    "repo_type": result.repo.repo_type,
+                    "repo_created": result.repo.created,
+                }
+            )
+        )
+        return
     replaced = f", replacing {result.replaced_bytes} bytes" if result.replaced_bytes else ""
     typer.echo(
         f"staged {result.uri}: {result.size_bytes} bytes in {result.files} file(s), "

@@ -5,7 +5,9 @@ Every check here happens before anything is written: bad input changes nothing a
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import os
 import re
 import secrets
 import socket
@@ -18,11 +20,15 @@ from pathlib import Path
 from celery import Celery
 from pydantic import ValidationError
 
+from producer.joblist import whoami
 from worker.celery_app import RUN_JOB, job_argsrepr
 from worker.errors import ColabqError, SpecError, UserInputError
 from worker.records.ledger import Ledger
+from worker.settings import Settings
 from worker.spec import (
     MAX_SCRIPT_BYTES,
+    MAX_WALL_S,
+    MIN_WALL_S,
     RUN_NAME_PATTERN,
     ArtifactDest,
     Gpu,
@@ -31,6 +37,7 @@ from worker.spec import (
     encode_spec,
     queue_for,
     spec_error,
+    uri_problem,
 )
 from worker.states import JobState
 from worker.utils import parse_duration_s
@@ -50,7 +57,7 @@ class SubmitRequest:
     sync_interval: str = "15m"
     sync_paths: Sequence[str] = ()
     hub_inputs: Sequence[str] = ()
-    repo: str | None = None
+    hub_repo: str | None = None
     repo_type: str = "model"
     prefix: str | None = None
     local_store: Path | None = None
@@ -62,12 +69,21 @@ class SubmitRequest:
     preflight_digest: str | None = None
     resume_from: str | None = None  # an hf:// URI (resolve a job id first: `resolve_resume`)
     max_restarts: int = 0
+    env: Sequence[str] = ()  # NAME=VALUE
 
 
 def read_script(path: Path) -> str:
+    """The job script's text, checked (exists, at most 1 MiB, UTF-8 text, passes `bash -n`);
+    a sweep reads and checks its script once."""
     if not path.is_file():
         raise UserInputError(f"Job script '{path}' not found: pass the path of a bash script.")
-    size = path.stat().st_size
+    st = path.stat()
+    return _checked_script(path.resolve(), st.st_size, st.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=32)
+def _checked_script(path: Path, size: int, _mtime_ns: int) -> str:
+
     if size > MAX_SCRIPT_BYTES:
         raise UserInputError(
             f"Job script '{path}' is {size} bytes; the limit is 1 MiB. Stage data on the Hub "
@@ -77,6 +93,10 @@ def read_script(path: Path) -> str:
         text = path.read_text()
     except UnicodeDecodeError:
         raise UserInputError(f"Job script '{path}' is not UTF-8 text.") from None
+    if "\x00" in text:
+        raise UserInputError(f"Job script '{path}' is binary, not a bash script.")
+    if not text.strip():
+        raise UserInputError(f"Job script '{path}' is empty: it is what the job runs.")
     from worker.session.checks import bash_syntax_error
 
     if problem := bash_syntax_error(path):
@@ -92,18 +112,27 @@ def _duration(option: str, text: str) -> float:
         raise UserInputError(f"{option}: {exc}.") from None
 
 
-def _inputs(pairs: Sequence[str]) -> dict[str, str]:
+def _pairs(option: str, pairs: Sequence[str], shape: str) -> dict[str, str]:
     out: dict[str, str] = {}
     for pair in pairs:
-        name, sep, uri = pair.partition("=")
-        if not sep:
-            raise UserInputError(f"--hub-input {pair!r}: expected NAME=URI.")
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            raise UserInputError(f"{option} {pair!r}: expected {shape}.")
         if name in out:
-            raise UserInputError(f"--hub-input {name} is declared twice.")
-        out[name] = uri
+            raise UserInputError(f"{option} {name} is declared twice.")
+        out[name] = value
     return out
 
 
+def _inputs(pairs: Sequence[str]) -> dict[str, str]:
+    inputs = _pairs("--hub-input", pairs, "NAME=URI")
+    for name, uri in inputs.items():
+        if problem := uri_problem(uri):
+            raise UserInputError(f"--hub-input {name}: {problem}.")
+    return inputs
+
+
+@functools.lru_cache(maxsize=32)
 def git_commit(cwd: Path) -> str:
     try:
         res = subprocess.run(
@@ -122,15 +151,37 @@ def default_idempotency_key(spec_fields: dict[str, object]) -> str:
     return h.hexdigest()[:32]
 
 
+_SYSTEM_DIRS = ("/proc", "/sys", "/dev", "/run")
+
+
+def local_store_problem(path: Path) -> str | None:
+    """Why results cannot be kept in the folder `path` on this machine, or None."""
+    p = path.resolve()
+    if any(p == Path(d) or Path(d) in p.parents for d in _SYSTEM_DIRS):
+        return f"{path} is inside a system folder"
+    if p.exists() and not p.is_dir():
+        return f"{path} is not a folder"
+    existing = next(q for q in (p, *p.parents) if q.exists())
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        return f"{existing} is not writable"
+    return None
+
+
 def _dest(req: SubmitRequest) -> ArtifactDest:
     prefix = req.prefix if req.prefix is not None else req.run_name
+    if req.local_store is not None and req.hub_repo:
+        raise UserInputError("Give one place for results: --hub-repo or --local-store, not both.")
     if req.local_store is not None:
+        if problem := local_store_problem(req.local_store):
+            raise UserInputError(f"--local-store: {problem}; name a folder you can write.")
         return ArtifactDest(kind="local", repo=str(req.local_store.resolve()), prefix=prefix)
-    if req.repo:
+    if req.hub_repo:
         return ArtifactDest.model_validate(
-            {"kind": "hf", "repo": req.repo, "repo_type": req.repo_type, "prefix": prefix}
+            {"kind": "hf", "repo": req.hub_repo, "repo_type": req.repo_type, "prefix": prefix}
         )
-    raise UserInputError("Name where results go: --repo USER/REPO (Hub) or --local-store DIR.")
+    raise UserInputError(
+        "Name where results go: --hub-repo USER/REPO (Hub) or --local-store DIR (a rehearsal)."
+    )
 
 
 def build_spec(req: SubmitRequest, *, now: datetime | None = None) -> JobSpec:
@@ -146,12 +197,22 @@ def build_spec(req: SubmitRequest, *, now: datetime | None = None) -> JobSpec:
             f"--gpu {req.gpu!r} is not a Colab GPU type; use one of {', '.join(Gpu)}."
         )
     wall = _duration("--wall", req.wall)
-    ttl = _duration("--ttl", req.ttl) if req.ttl else default_ttl_s(wall)
+    if wall < MIN_WALL_S:
+        raise UserInputError(
+            f"--wall {req.wall} is too short: at least {MIN_WALL_S // 60}m, to leave room for "
+            "allocation, uploads, the job and its final sync."
+        )
+    if wall > MAX_WALL_S:
+        raise UserInputError(
+            f"--wall {req.wall} is over {MAX_WALL_S // 3600}h, about the longest a Colab session "
+            "lasts: split the run into jobs that resume (--resume-from, --max-restarts)."
+        )
+    ttl = _duration("--ttl", req.ttl) if req.ttl is not None else default_ttl_s(wall)
     try:
         dest = _dest(req)
     except ValidationError as exc:
         raise UserInputError(f"Invalid destination: {spec_error(exc)}.") from None
-    commit = req.commit if req.commit is not None else git_commit(req.script.parent)
+    commit = req.commit if req.commit is not None else git_commit(req.script.parent.resolve())
     fields: dict[str, object] = {
         "run_name": req.run_name,
         "commit": commit,
@@ -172,6 +233,7 @@ def build_spec(req: SubmitRequest, *, now: datetime | None = None) -> JobSpec:
         "preflight_digest": req.preflight_digest,
         "resume_from": req.resume_from,
         "max_restarts": req.max_restarts,
+        "env": _pairs("--env", req.env, "NAME=VALUE"),
     }
     key = req.idempotency_key or default_idempotency_key(fields)
     try:
@@ -180,6 +242,7 @@ def build_spec(req: SubmitRequest, *, now: datetime | None = None) -> JobSpec:
             idempotency_key=key,
             submitted_at=now or datetime.now(UTC),
             submitted_from=socket.gethostname(),
+            submitted_by=whoami(),
             **fields,
         )
     except ValidationError as exc:
@@ -204,22 +267,47 @@ def enqueue(
 ) -> Enqueued:
     """Record the job, then send its message; a known idempotency key sends nothing, and a live
     job writing to the same destination refuses it unless `allow_same_run`."""
-    job_id, created = ledger.create(spec, exclusive=not allow_same_run)
-    if not created:
-        return Enqueued(job_id, False, ledger.get(job_id).state)
-    try:
-        queue = queue_for(spec.gpu, queue_prefix)
-        app.send_task(
-            RUN_JOB, args=[encode_spec(spec)], queue=queue, task_id=spec.job_id,
-            argsrepr=job_argsrepr(spec), kwargsrepr="{}",
-        )  # fmt: skip
-    except Exception as exc:
-        ledger.transition(job_id, JobState.FAILED, owner="", reason=f"could not enqueue: {exc}")
-        raise ColabqError(f"Job {job_id} was recorded but could not be enqueued: {exc}") from exc
-    return Enqueued(job_id, True, JobState.QUEUED)
+    return enqueue_many([spec], ledger, app, queue_prefix, allow_same_run=allow_same_run)[0]
 
 
-__all__ = ["Enqueued", "SpecError", "SubmitRequest", "build_spec", "enqueue"]
+def enqueue_many(
+    specs: Sequence[JobSpec],
+    ledger: Ledger,
+    app: Celery,
+    queue_prefix: str = "",
+    *,
+    allow_same_run: bool = False,
+) -> list[Enqueued]:
+    """`enqueue` for a batch (a sweep): every job recorded in one atomic step (all or none),
+    then the new ones' messages sent over one broker connection."""
+    created = ledger.create_many(specs, exclusive=not allow_same_run)
+    results: list[Enqueued] = []
+    with app.producer_or_acquire() as producer:
+        for spec, (job_id, new) in zip(specs, created, strict=True):
+            if not new:
+                results.append(Enqueued(job_id, False, ledger.get(job_id).state))
+                continue
+            try:
+                app.send_task(
+                    RUN_JOB, args=[encode_spec(spec)], queue=queue_for(spec.gpu, queue_prefix),
+                    task_id=spec.job_id, argsrepr=job_argsrepr(spec), kwargsrepr="{}",
+                    producer=producer,
+                )  # fmt: skip
+            except Exception as exc:
+                sent = {r.job_id for r in results}
+                for other_id, other_new in created:
+                    if other_new and other_id not in sent:
+                        ledger.transition(
+                            other_id, JobState.FAILED, owner="", reason=f"could not enqueue: {exc}"
+                        )
+                raise ColabqError(
+                    f"Job {job_id} was recorded but could not be enqueued: {exc}"
+                ) from exc
+            results.append(Enqueued(job_id, True, JobState.QUEUED))
+    return results
+
+
+__all__ = ["Enqueued", "SpecError", "SubmitRequest", "build_spec", "enqueue", "enqueue_many"]
 
 
 TRACKERS = ("wandb", "mlflow")  # the trackers whose runs colabq opens and finishes
@@ -272,7 +360,7 @@ def resolve_resume(value: str, ledger: Ledger | None) -> ResumePoint:
     (its first sync path under its prefix). Never a guess: a job without one is an error."""
     if value.startswith("hf://"):
         return ResumePoint(value, None)
-    if ledger is None:
+    if ledger is None or "://" in value or "/" in value:
         raise UserInputError(f"--resume-from {value!r}: give a job id or an hf:// URI.")
     rec = ledger.get(ledger.find_by_prefix(value))
     dest = rec.spec.artifact
@@ -287,22 +375,22 @@ def resolve_resume(value: str, ledger: Ledger | None) -> ResumePoint:
     return ResumePoint(f"hf://{kind}{dest.repo}/{path}", dest.prefix)
 
 
-def check_output_repo(spec: JobSpec, env: Mapping[str, str], home: Path) -> str:
-    """Pre-flight for a Hub destination, with this machine's token: the repo exists or can be
-    created private, is private, and the token can write. Returns what it saw; raises a
-    UserInputError naming the check when it fails (nothing is enqueued)."""
+def check_output_repo(spec: JobSpec, settings: Settings, token: str | None = None) -> str:
+    """Pre-flight for a Hub destination, on `settings.hub_endpoint()` with this machine's token
+    (`token`, else huggingface_hub's login): the repo exists or can be created private, is
+    private, and the token can write. Returns what it saw; raises a UserInputError naming the
+    check when it fails (nothing is enqueued)."""
     if spec.artifact.kind != "hf":
         return "local destination: not a Hub repo"
-    from producer.stage import resolve_token
+    from producer.stage import find_hub_token
     from worker.errors import StoreError
     from worker.store.hub import HubStore
 
-    token = resolve_token(env, home)
+    endpoint = settings.hub_endpoint()
+    token = token or find_hub_token()
     if token is None:
         return "output repo not checked here (no Hub token on this machine); the worker checks it"
     try:
-        return (
-            HubStore(env.get("HF_ENDPOINT") or None, token).check_output_repo(spec.artifact).detail
-        )
+        return HubStore(endpoint, token).check_output_repo(spec.artifact).detail
     except StoreError as exc:
         raise UserInputError(f"Pre-flight failed (output-repo): {exc.advice()}") from None

@@ -1,40 +1,68 @@
-"""`colabq submit`: pre-flight, validation, the output repo check, then enqueue once.
+"""`colabq submit`: a job file or a script, an optional sweep, the pre-flight, then enqueue once.
 
-Nothing is enqueued while a check fails (unless waived by name); bad input changes nothing.
+Owns turning what was typed into jobs: the job file's keys and the flags given (flags win) are
+validated by one model (`producer.jobfile.SubmitOptions`), a sweep expands them into one job per
+point (`producer.sweep`), every job is pre-flighted, and all are recorded in one atomic step and
+sent over one connection. Nothing is enqueued while a check fails (unless waived by name); bad
+input changes nothing. The pre-flight runs once per distinct set of its inputs (a sweep over
+environment values checks the repository once), and the run-name check once per job.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from producer.clictx import JsonOpt, _connect, build_app, err, load_settings, out, queue_for
 
+if TYPE_CHECKING:
+    from producer.jobfile import SubmitOptions
+    from producer.preflight_cli import Checked, PreflightInputs
+    from producer.sweep import Point
+    from worker.records.ledger import Ledger
+    from worker.settings import Settings
+    from worker.spec import JobSpec
+
 Multi = Annotated[list[str] | None, typer.Option()]
+# Options of this command that are not job keys.
+_NOT_KEYS = frozenset({"target", "sweep", "dry_run", "as_json"})
 
 
 def submit(
-    script: Annotated[Path, typer.Argument(help="The bash script the job runs on the VM.")],
-    name: Annotated[
-        str, typer.Option("--name", "-n", help="Run name, e.g. coco-resnet50-bs256-lr3e-4.")
+    ctx: typer.Context,  # which options were typed (they override the job file's keys)
+    target: Annotated[
+        Path,
+        typer.Argument(
+            help="A job file (.yaml, .yml, .json: every option below is a key) or the bash "
+            "script the job runs on the VM.",
+            metavar="JOB_FILE|SCRIPT",
+            show_default=False,
+        ),
     ],
+    name: Annotated[
+        str | None,
+        typer.Option("--name", "-n", help="Run name, e.g. coco-resnet50-bs256-lr3e-4."),
+    ] = None,
     gpu: Annotated[str, typer.Option(help="T4, L4, G4, A100 or H100.")] = "T4",
     high_mem: Annotated[bool, typer.Option("--high-mem")] = False,
-    wall: Annotated[str, typer.Option(help="Wall-clock cap, e.g. 4h (unconditional).")] = "12h",
+    wall: Annotated[str, typer.Option(help="Wall-clock cap, 5m to 24h (unconditional).")] = "12h",
     idle: Annotated[str, typer.Option(help="Idle timeout after the job ends.")] = "180s",
     ttl: Annotated[
         str | None, typer.Option(help="The job's own TTL (default: fits the cap).")
     ] = None,
     sync_interval: Annotated[str, typer.Option(help="Periodic sync interval.")] = "15m",
-    sync: Multi = None,
+    sync: Annotated[
+        list[str] | None, typer.Option(help="A path in the job's folder to sync (checkpoints).")
+    ] = None,
     hub_input: Annotated[
         list[str] | None, typer.Option(help="NAME=URI (hf://, gs://, https://).")
     ] = None,
-    repo: Annotated[str | None, typer.Option(help="Hub repo for results, USER/REPO.")] = None,
-    repo_type: Annotated[str, typer.Option()] = "model",
+    hub_repo: Annotated[str | None, typer.Option(help="Hub repo for results, OWNER/NAME.")] = None,
+    repo_type: Annotated[str, typer.Option(help="model or dataset.")] = "model",
     prefix: Annotated[
         str | None, typer.Option(help="Path prefix in the repo (default: run name).")
     ] = None,
@@ -49,7 +77,13 @@ def submit(
         str | None, typer.Option(help="Commit under test (default: git HEAD).")
     ] = None,
     idempotency_key: Annotated[str | None, typer.Option()] = None,
-    repo_dir: Annotated[Path, typer.Option(help="Pre-flight: the training repo.")] = Path("."),
+    env: Annotated[
+        list[str] | None,
+        typer.Option(help="NAME=VALUE: an environment variable of the job (never a secret)."),
+    ] = None,
+    repo_dir: Annotated[
+        Path, typer.Option(help="Pre-flight: the training repository (folder).")
+    ] = Path("."),
     config: Annotated[Path | None, typer.Option(help="Pre-flight: the run's config.")] = None,
     reference: Annotated[Path | None, typer.Option(help="Pre-flight: the reference.")] = None,
     explain: Annotated[list[str] | None, typer.Option(help="Pre-flight: KEY=REASON.")] = None,
@@ -65,10 +99,8 @@ def submit(
         int,
         typer.Option(
             "--max-restarts",
-            min=0,
-            max=20,
             help="Restart a job whose VM was lost (preempted) as a new segment that resumes "
-            "from its last synced checkpoint (its first --sync path), at most N times.",
+            "from its last synced checkpoint (its first --sync path), at most N (0-20) times.",
         ),
     ] = 0,
     tracker: Annotated[
@@ -85,129 +117,304 @@ def submit(
             help="Enqueue even though a live job of this run writes to the same place.",
         ),
     ] = False,
+    sweep: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="KEY=V1,V2: one job per value (repeat for a grid). KEY is an option above "
+            "(gpu, wall, config, epochs, ...) or env.NAME.",
+        ),
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Check and print the plan; enqueue nothing.")
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Run the pre-flight checks, then validate a job and enqueue it (once per idempotency key).
+    """Pre-flight, validate and enqueue a job (once per idempotency key), or a sweep of jobs.
 
     Nothing is enqueued while a check fails, unless it is waived by name (--waive config-diff);
     the waivers and the report's digest are recorded on the job. Paths of the pre-flight options
-    are relative to --repo-dir.
+    are relative to --repo-dir. In a job file, script, repo_dir and local_store are relative to
+    the file; flags given here override its keys.
     """
-    from producer.preflight.report import validate_waivers
-    from producer.preflight_cli import PreflightInputs, gate
-    from producer.submit import SubmitRequest, build_spec, check_tracker_option, enqueue
+    from producer.jobfile import is_job_file, read_job_file, validate
+    from producer.sweep import Point, expand, parse_sweep_flags
 
-    check_tracker_option(tracker)
+    typed = {
+        key: value
+        for key, value in ctx.params.items()
+        if key not in _NOT_KEYS
+        and getattr(ctx.get_parameter_source(key), "name", "") == "COMMANDLINE"
+    }
+    if is_job_file(target):
+        fields, grid = read_job_file(target)
+        where = f"Job file '{target}'" if not typed else f"Job file '{target}' with flags"
+    else:
+        fields, grid, where = {"script": str(target)}, {}, "command line"
+    fields.update(typed)
+    grid = {**grid, **parse_sweep_flags(sweep or ())}
+    opts = validate(fields, where)
+    if opts.script is None:
+        raise _input_error(f"{where}: name the job's script (script: train.sh).")
+    if not opts.name:
+        raise _input_error("Name the run: --name (or name: in the job file).")
+    points = expand(opts.model_dump(), grid, where) if grid else [Point(opts, ())]
     settings = load_settings()
-    waivers = tuple(sorted(validate_waivers(waive or ())))
-    resume = None
-    if resume_from:
-        from producer.submit import resolve_resume
+    # Redis first: a broker that is down is said before minutes of checks (a dry run needs none).
+    ledger = None if dry_run else _connect(settings)
+    specs = _build(points, settings, as_json=as_json)
+    if ledger is None:
+        _print_plan(points, specs, settings, as_json=as_json)
+        return
+    _enqueue(points, specs, settings, ledger, as_json=as_json)
 
-        # A job id resolves to its checkpoint and prefix: segments of one run share a prefix.
-        ledger_for_resume = None if resume_from.startswith("hf://") else _connect(settings)
-        resume = resolve_resume(resume_from, ledger_for_resume)
-        if prefix is None and resume.prefix is not None:
-            prefix = resume.prefix
-    req = SubmitRequest(
-        script=script,
-        run_name=name,
-        gpu=gpu,
-        high_mem=high_mem,
-        wall=wall,
-        idle=idle,
-        ttl=ttl,
-        sync_interval=sync_interval,
-        sync_paths=tuple(sync or ()),
-        hub_inputs=tuple(hub_input or ()),
-        repo=repo,
-        repo_type=repo_type,
-        prefix=prefix,
-        local_store=local_store,
-        expect=tuple(expect or ()),
-        budget=budget,
-        commit=commit,
-        idempotency_key=idempotency_key,
-        waivers=waivers,
-        resume_from=resume.uri if resume else None,
-        max_restarts=max_restarts,
-    )
-    spec = build_spec(req)
-    ledger = _connect(settings)
-    preflight = PreflightInputs(
-        run_name=name,
-        repo=repo_dir,
-        config=config,
-        reference=reference,
-        explain=tuple(explain or ()),
-        launch_script=launch_script or script.resolve(),
-        hub_inputs=tuple(hub_input or ()),
-        epochs=epochs,
-        seconds_per_epoch=seconds_per_epoch,
-        wall=wall,
-        waive=waivers,
-    )
-    from producer.eta_history import epochs_of, ledger_measurer
 
-    checked = gate(preflight, console=out, as_json=as_json, measure_epoch_s=ledger_measurer())
-    report = checked.report
+def _input_error(message: str) -> Exception:
+    from worker.errors import UserInputError
+
+    return UserInputError(message)
+
+
+def _build(points: Sequence[Point], settings: Settings, *, as_json: bool) -> list[JobSpec]:
+    """Every point's spec, pre-flighted. Raises before anything is written."""
     import os
 
-    from producer.submit import check_output_repo, job_tracker
+    from producer.clictx import LazySettings
+    from producer.eta_history import epochs_of, ledger_measurer
+    from producer.preflight.report import validate_waivers
+    from producer.preflight_cli import PreflightFailed, gate
+    from producer.submit import build_spec, check_output_repo, job_tracker
 
-    repo_seen = check_output_repo(spec, os.environ, Path.home())
-    tracker_name, tracker_project = job_tracker(
-        tracker, repo_dir.resolve(), checked.launch_script, os.environ
+    specs: list[JobSpec] = []
+    gates: dict[tuple[Any, ...], Checked] = {}
+    repos_seen: dict[str, str] = {}
+    trackers: dict[tuple[Any, ...], tuple[str | None, str | None]] = {}
+    resumes: dict[str, Any] = {}
+    lazy = LazySettings(settings)
+    measurer = ledger_measurer(lazy)
+    # Every point is validated before any is pre-flighted: a bad value is said at once.
+    built = []
+    for point in points:
+        waivers = tuple(sorted(validate_waivers(point.options.waive)))
+        request = _request(point.options, waivers, resumes, settings)
+        built.append((point.options, waivers, build_spec(request)))
+    for o, waivers, spec in built:
+        inputs = _preflight_inputs(o, waivers)
+        group = _preflight_group(inputs)
+        if group not in gates:
+            gates[group] = gate(
+                inputs, console=out, as_json=as_json, measure_epoch_s=measurer, settings=lazy
+            )
+        elif (failed := _run_name_failed(o.name or "", waivers)) is not None:
+            raise PreflightFailed([failed])
+        checked = gates[group]
+        dest = spec.artifact.model_dump_json()
+        if dest not in repos_seen:
+            repos_seen[dest] = check_output_repo(spec, settings)
+            if not as_json and len(repos_seen) == 1:
+                out.print(f"output repo: {repos_seen[dest]}", markup=False)
+        key = (o.tracker, o.repo_dir.resolve(), checked.launch_script)
+        if key not in trackers:
+            trackers[key] = job_tracker(o.tracker, key[1], checked.launch_script, os.environ)
+        tracker_name, tracker_project = trackers[key]
+        # The digest changes with the clock (the ETA's end time), so it must not enter the
+        # idempotency key: it joins the spec after `build_spec` computed the key.
+        spec = spec.model_copy(
+            update={
+                "preflight_digest": checked.report.digest,
+                "config": checked.config.as_posix() if checked.config else None,
+                "epochs": epochs_of(o.repo_dir.resolve(), checked.config, o.epochs),
+                "tracker": tracker_name,
+                "tracker_project": tracker_project,
+            }
+        )
+        specs.append(spec)
+    return specs
+
+
+def _request(
+    o: SubmitOptions, waivers: tuple[str, ...], resumes: dict[str, Any], settings: Settings
+) -> Any:
+    from producer.jobfile import finite
+    from producer.submit import SubmitRequest, resolve_resume
+
+    finite("--epochs", o.epochs)
+    prefix, resume = o.prefix, None
+    if o.resume_from:
+        if o.resume_from not in resumes:
+            # A job id resolves to its checkpoint and prefix: segments of one run share a prefix.
+            ledger = None if o.resume_from.startswith("hf://") else _connect(settings)
+            resumes[o.resume_from] = resolve_resume(o.resume_from, ledger)
+        resume = resumes[o.resume_from]
+        if prefix is None and resume.prefix is not None:
+            prefix = resume.prefix
+    return SubmitRequest(
+        script=o.script or Path(),
+        run_name=o.name or "",
+        gpu=o.gpu,
+        high_mem=o.high_mem,
+        wall=o.wall,
+        idle=o.idle,
+        ttl=o.ttl,
+        sync_interval=o.sync_interval,
+        sync_paths=o.sync,
+        hub_inputs=o.hub_input,
+        hub_repo=o.hub_repo,
+        repo_type=o.repo_type,
+        prefix=prefix,
+        local_store=o.local_store,
+        expect=o.expect,
+        budget=o.budget,
+        commit=o.commit,
+        idempotency_key=o.idempotency_key,
+        waivers=waivers,
+        resume_from=resume.uri if resume else None,
+        max_restarts=o.max_restarts,
+        env=o.env,
     )
-    if not as_json:
-        out.print(f"output repo: {repo_seen}", markup=False)
-    # The digest changes with the clock (the ETA's end time), so it must not enter the
-    # idempotency key: it joins the spec after `build_spec` computed the key.
-    spec = spec.model_copy(
-        update={
-            "preflight_digest": report.digest,
-            "config": checked.config.as_posix() if checked.config else None,
-            "epochs": epochs_of(repo_dir.resolve(), checked.config, epochs),
-            "tracker": tracker_name,
-            "tracker_project": tracker_project,
+
+
+def _preflight_inputs(o: SubmitOptions, waivers: tuple[str, ...]) -> PreflightInputs:
+    from producer.preflight_cli import PreflightInputs
+
+    script = o.script or Path()
+    return PreflightInputs(
+        run_name=o.name or "",
+        repo=o.repo_dir,
+        config=o.config,
+        reference=o.reference,
+        explain=o.explain,
+        launch_script=o.launch_script or script.resolve(),
+        hub_inputs=o.hub_input,
+        epochs=o.epochs,
+        seconds_per_epoch=o.seconds_per_epoch,
+        wall=o.wall,
+        waive=waivers,
+    )
+
+
+def _preflight_group(inputs: PreflightInputs) -> tuple[Any, ...]:
+    """What the pre-flight's verdicts depend on, apart from the run name (checked per job)."""
+    import dataclasses
+
+    d = dataclasses.asdict(inputs)
+    d.pop("run_name")
+    return tuple((k, repr(v)) for k, v in sorted(d.items()))
+
+
+def _run_name_failed(name: str, waivers: Sequence[str]) -> str | None:
+    from producer.preflight.report import CheckName, Verdict
+    from producer.preflight.run_name import check_run_name
+
+    finding = check_run_name(name)
+    failed = finding.verdict is Verdict.FAIL and CheckName.RUN_NAME.value not in waivers
+    if failed:
+        err.print(f"colabq: run name: {finding.saw}", markup=False, highlight=False)
+    return CheckName.RUN_NAME.value if failed else None
+
+
+def _swept(point: Point) -> str:
+    return " ".join(f"{k}={v}" for k, v in point.values)
+
+
+def _print_plan(
+    points: Sequence[Point], specs: Sequence[JobSpec], settings: Settings, *, as_json: bool
+) -> None:
+    from rich.table import Table
+
+    rows = [
+        {
+            "run": s.run_name,
+            "gpu": s.gpu.value,
+            "queue": queue_for(s.gpu, settings.queue_prefix),
+            "swept": dict(p.values),
+            "idempotency_key": s.idempotency_key,
         }
-    )
-    res = enqueue(
-        spec, ledger, build_app(settings), settings.queue_prefix, allow_same_run=allow_same_run
-    )
+        for p, s in zip(points, specs, strict=True)
+    ]
+    if as_json:
+        print(json.dumps({"dry_run": True, "jobs": rows, "count": len(rows)}))
+        return
+    table = Table(title=f"plan: {len(rows)} job(s)", title_justify="left", box=None)
+    for col in ("run", "gpu", "swept"):
+        table.add_column(col, overflow="ellipsis", no_wrap=True)
+    for p, s in zip(points, specs, strict=True):
+        table.add_row(s.run_name, s.gpu.value, _swept(p) or "-")
+    out.print(table)
+    out.print(f"Dry run: {len(rows)} job(s) checked; nothing was enqueued.")
+
+
+def _enqueue(
+    points: Sequence[Point],
+    specs: Sequence[JobSpec],
+    settings: Settings,
+    ledger: Ledger,
+    *,
+    as_json: bool,
+) -> None:
+    from producer.submit import enqueue_many
     from worker.records.fleet import count_serving
 
-    queue = queue_for(spec.gpu, settings.queue_prefix)
-    served = count_serving(ledger.r, ledger.keys, queue)
-    no_worker = (
-        None
-        if served
-        else f"no live worker serves {queue}: the job waits until one starts (`colabq workers`)"
+    allow = points[0].options.allow_same_run
+    results = enqueue_many(
+        specs, ledger, build_app(settings), settings.queue_prefix, allow_same_run=allow
     )
+    queues = sorted({queue_for(s.gpu, settings.queue_prefix) for s in specs})
+    served = {q: count_serving(ledger.r, ledger.keys, q) for q in queues}
+    warnings = [
+        f"no live worker serves {q}: the job waits until one starts (`colabq workers`)"
+        for q, n in served.items()
+        if not n
+    ]
     if as_json:
-        print(
-            json.dumps(
-                {
-                    "job_id": res.job_id,
-                    "created": res.created,
-                    "state": res.state.value,
-                    "waivers": list(spec.waivers),
-                    "preflight_digest": spec.preflight_digest,
-                    "tracker": spec.tracker,
-                    "queue": queue,
-                    "live_workers": served,
-                    "warnings": [no_worker] if no_worker else [],
-                }
-            )
-        )
+        prefix = settings.queue_prefix
+        _print_json(points, specs, results, served, warnings, prefix)
         return
-    if no_worker:
-        err.print(f"colabq: warning: {no_worker}", markup=False, highlight=False)
-    if res.created:
-        out.print(f"Enqueued job [bold]{res.job_id}[/] on {queue} ({spec.run_name}).")
-        out.print(f"Follow it with: colabq logs -f {res.job_id}")
+    for w in warnings:
+        err.print(f"colabq: warning: {w}", markup=False, highlight=False)
+    if len(results) == 1:
+        res, spec = results[0], specs[0]
+        queue = queue_for(spec.gpu, settings.queue_prefix)
+        if res.created:
+            out.print(f"Enqueued job [bold]{res.job_id}[/] on {queue} ({spec.run_name}).")
+            out.print(f"Follow it with: colabq logs -f {res.job_id}")
+        else:
+            out.print(
+                f"Already submitted as job [bold]{res.job_id}[/] ({res.state.name}); nothing "
+                "enqueued. To run it again, pass --idempotency-key with a new value."
+            )
+        return
+    new = sum(r.created for r in results)
+    again = len(results) - new
+    tail = f"; {again} were submitted before (nothing sent for them)." if again else "."
+    out.print(f"Enqueued {new} job(s) of a {len(results)}-job sweep on {', '.join(queues)}{tail}")
+    out.print("Watch them with: colabq status --watch")
+
+
+def _print_json(
+    points: Sequence[Point],
+    specs: Sequence[JobSpec],
+    results: Sequence[Any],
+    served: dict[str, int],
+    warnings: list[str],
+    queue_prefix: str,
+) -> None:
+    def one(point: Point, spec: JobSpec, res: Any) -> dict[str, Any]:
+        queue = queue_for(spec.gpu, queue_prefix)
+        return {
+            "job_id": res.job_id,
+            "run": spec.run_name,
+            "created": res.created,
+            "state": res.state.value,
+            "waivers": list(spec.waivers),
+            "preflight_digest": spec.preflight_digest,
+            "tracker": spec.tracker,
+            "queue": queue,
+            "live_workers": served.get(queue, 0),
+            "swept": dict(point.values),
+        }
+
+    jobs = [one(p, s, r) for p, s, r in zip(points, specs, results, strict=True)]
+    if len(jobs) == 1:
+        print(json.dumps({**jobs[0], "warnings": warnings}))
     else:
-        out.print(
-            f"Already submitted as job [bold]{res.job_id}[/] ({res.state.name}); nothing enqueued. "
-            "To run it again, pass --idempotency-key with a new value."
-        )
+        print(json.dumps({"jobs": jobs, "count": len(jobs), "warnings": warnings}))

@@ -8,6 +8,7 @@ This module imports nothing of colabq's, so every other module can import it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 
@@ -66,6 +67,22 @@ class JobNotFound(LedgerError, LookupError):
         self.job_id = job_id
 
     hint = "Run `colabq status` to list jobs."
+
+
+class AmbiguousJob(JobNotFound):
+    """A job-id prefix that several jobs share: the line lists some of them (id and run name)."""
+
+    def __init__(self, prefix: str, candidates: Sequence[tuple[str, str]], total: int) -> None:
+        listed = ", ".join(f"{job_id} ({run})" if run else job_id for job_id, run in candidates)
+        more = f" and {total - len(candidates)} more" if total > len(candidates) else ""
+        LedgerError.__init__(
+            self, f"Job id prefix {prefix!r} matches {total} jobs: {listed}{more}."
+        )
+        self.job_id = prefix
+        self.candidates = tuple(candidates)
+        self.total = total
+
+    hint = "Type more characters of the id."
 
 
 class IllegalTransition(LedgerError):

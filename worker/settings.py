@@ -1,27 +1,119 @@
 """The one settings object of colabq (pydantic-settings, `COLABQ_` prefix, `.env` supported).
 
-Built once at an entry point (`Settings()`), never at import time, and passed down. Invalid
-values fail at start-up with the field named. Secrets are not settings values: the Hub token is a
-0600 file whose *path* is a setting, read only by the runner on the worker host.
+Built once at an entry point (`load_settings()`), never at import time, and passed down. Every
+invalid value fails at start-up as one `ConfigError` line naming its variable. Secrets are not
+settings values: the Hub token is a 0600 file whose *path* is a setting, read only by the runner
+on the worker host (a submitting machine uses huggingface_hub's own login, `producer/stage.py`).
+
+The Hub endpoint of the producer commands (`hub_endpoint()`): `COLABQ_HF_ENDPOINT` (environment
+or `.env`), else `HF_ENDPOINT` from the process environment (the variable huggingface_hub itself
+reads), else huggingface.co.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import re
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Annotated
+from urllib.parse import parse_qs, urlsplit
 
-from pydantic import Field, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, ValidationInfo, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from worker.errors import ConfigError
 
+ENV_PREFIX = "COLABQ_"
+ENV_FILE = ".env"
+FIX = "Fix it in the environment or .env."
+ALL_GPUS = ("T4", "L4", "G4", "A100", "H100")  # worker.spec.Gpu's, kept equal by a test
+# Redis keys and queue names: nothing a shell, a path or a glob would read as syntax.
+_SAFE_NAME = re.compile(r"[A-Za-z0-9._:-]*")
+
 
 def _default_state_dir() -> Path:
-    return Path.home() / ".local" / "state" / "colabq"
+    """`$XDG_STATE_HOME/colabq` (an absolute XDG_STATE_HOME only, as the XDG spec says), else
+    `~/.local/state/colabq`."""
+    xdg = os.environ.get("XDG_STATE_HOME", "")
+    base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".local" / "state"
+    return base / "colabq"
+
+
+def redis_url_problem(url: str) -> str | None:
+    """Why `url` is not a Redis URL colabq can use, or None. Parsed as redis-py parses it
+    (urllib), but stricter: a port in 1-65535, a database that is a non-negative integer."""
+    if not url.startswith(("redis://", "rediss://", "unix://")):
+        return "must start with redis://, rediss:// or unix://"
+    parts = urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:
+        return f"the port {parts.netloc.rpartition(':')[2]!r} is not a number in 1-65535"
+    if port == 0:
+        return "the port must be in 1-65535"
+    db_texts = parse_qs(parts.query).get("db", [])
+    if parts.scheme == "unix":
+        if not parts.path:
+            return "unix:// needs the socket's path (unix:///run/redis.sock?db=0)"
+    else:
+        if not parts.hostname:
+            return "names no host (redis://HOST:PORT/DB)"
+        if parts.path.strip("/"):
+            db_texts.append(parts.path.strip("/"))
+    for text in db_texts:
+        if not text.isdigit():
+            return f"the database {text!r} is not a non-negative integer"
+    return None
+
+
+def hub_url_problem(url: str) -> str | None:
+    """Why `url` is not a Hub endpoint (http(s)://host[:port][/path]), or None."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return "must be an http:// or https:// URL with a host (https://huggingface.co)"
+    try:
+        parts.port  # noqa: B018 - urllib checks the port only when asked
+    except ValueError:
+        return "its port is not a number in 0-65535"
+    return None
+
+
+def split_quiet_windows(text: str) -> tuple[str, ...]:
+    """Split on commas, keeping day lists whole: "Sat,Sun 00:00-24:00, 12:00-13:00" is two."""
+    windows: list[str] = []
+    pending = ""
+    for piece in text.split(","):
+        pending = f"{pending},{piece}" if pending else piece
+        if ":" in pending:  # a piece without a time is a weekday that continues a day list
+            windows.append(pending.strip())
+            pending = ""
+    if pending.strip():
+        windows.append(pending.strip())
+    return tuple(w for w in windows if w)
+
+
+def _list_items(value: object, split: Callable[[str], object]) -> object:
+    """An environment value as a list: a JSON list, or the comma syntax `split` reads."""
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    if text.startswith("["):
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(
+                f"not a JSON list ({exc.msg}); or write the items with commas"
+            ) from None
+    return split(text)
 
 
 class Settings(BaseSettings):
+    # No float setting may be NaN or infinite: `gt=0` alone lets `inf` through.
     model_config = SettingsConfigDict(
-        env_prefix="COLABQ_", env_file=".env", extra="ignore", frozen=True
+        env_prefix=ENV_PREFIX, env_file=ENV_FILE, extra="ignore", frozen=True, allow_inf_nan=False
     )
 
     redis_url: str = "redis://127.0.0.1:6379/0"
@@ -33,6 +125,7 @@ class Settings(BaseSettings):
     colab_bin: str = "colab"
     colab_version: str = "0.7.4"
     # Worker-local state: the CLI's per-slot sessions.json, job work dirs, recovered results.
+    # Proven a writable folder by `ensure_state_dir()` where a command first writes it.
     state_dir: Path = Field(default_factory=_default_state_dir)
     colab_call_timeout_s: float = Field(default=30.0, gt=0)
     colab_upload_timeout_s: float = Field(default=600.0, gt=0)
@@ -43,7 +136,8 @@ class Settings(BaseSettings):
     # The watchdog polls this often (the original used 15 s; each poll may call `colab status`).
     watchdog_poll_s: float = Field(default=15.0, gt=0)
     # The Hub endpoint for the worker and the VM's uploader (None = the real Hub); set it to a
-    # local Hub-compatible server for rehearsals and tests.
+    # local Hub-compatible server for rehearsals and tests. The producer commands read it through
+    # `hub_endpoint()`, which falls back to HF_ENDPOINT.
     hf_endpoint: str | None = None
     # The VM uploader's commit retries (each attempt one commit; backoff doubles from the base).
     vm_upload_attempts: int = Field(default=6, ge=1)
@@ -51,8 +145,11 @@ class Settings(BaseSettings):
     heartbeat_interval_s: float = Field(default=5.0, gt=0)
     lease_ttl_s: float = Field(default=30.0, gt=0)
     log_stream_maxlen: int = Field(default=20_000, ge=100)
-    # GPU types this worker serves (one queue each: gpu.<type>).
-    worker_gpus: tuple[str, ...] = ("T4", "L4", "G4", "A100", "H100")
+    # GPU types this worker serves (one queue each: gpu.<type>): `T4,A100` or `["T4","A100"]`.
+    worker_gpus: Annotated[tuple[str, ...], NoDecode] = ALL_GPUS
+    # Local times a run should not span (the pre-flight's ETA check warns): comma-separated,
+    # a day list kept whole, e.g. `22:00-07:00,Sat,Sun 00:00-24:00` (producer/preflight/quiet.py).
+    quiet_windows: Annotated[tuple[str, ...], NoDecode] = ()
     janitor_interval_s: float = Field(default=60.0, gt=0)
     # A terminal job's record, history and log stream expire this long after it ended.
     retention_s: float = Field(default=30 * 24 * 3600.0, gt=0)
@@ -102,9 +199,9 @@ class Settings(BaseSettings):
 
     @field_validator("redis_url")
     @classmethod
-    def _redis_scheme(cls, v: str) -> str:
-        if not v.startswith(("redis://", "rediss://", "unix://")):
-            raise ValueError("must start with redis://, rediss:// or unix://")
+    def _redis_url(cls, v: str) -> str:
+        if problem := redis_url_problem(v):
+            raise ValueError(problem)
         return v
 
     @field_validator("session_prefix")
@@ -114,17 +211,127 @@ class Settings(BaseSettings):
             raise ValueError("must be non-empty letters, digits, '-' or '_'")
         return v
 
+    @field_validator("key_prefix", "queue_prefix")
+    @classmethod
+    def _name_safe(cls, v: str, info: ValidationInfo) -> str:
+        if not _SAFE_NAME.fullmatch(v):
+            raise ValueError("may hold only letters, digits, '.', '_', '-' and ':'")
+        if not v and info.field_name == "key_prefix":
+            raise ValueError("must not be empty")
+        return v
+
+    @field_validator("hf_endpoint")
+    @classmethod
+    def _hub_url(cls, v: str | None) -> str | None:
+        if not v:
+            return None  # COLABQ_HF_ENDPOINT= (empty) is unset
+        if problem := hub_url_problem(v):
+            raise ValueError(problem)
+        return v
+
+    @field_validator("hf_token_file", "mlflow_token_file", "wandb_api_key_file")
+    @classmethod
+    def _secret_file(cls, v: Path | None) -> Path | None:
+        if v is not None and v.is_dir():
+            raise ValueError(f"{v} is a folder; name the 0600 file that holds the secret")
+        return v
+
+    @field_validator("worker_gpus", mode="before")
+    @classmethod
+    def _gpu_types(cls, v: object) -> object:
+        if v == ALL_GPUS:
+            return v  # the default (pydantic-settings validates it too): no need for worker.spec
+        from worker.spec import Gpu
+
+        items = _list_items(v, lambda text: text.split(","))
+        if not isinstance(items, list | tuple) or not all(isinstance(i, str) for i in items):
+            raise ValueError("expected GPU types such as T4,A100")
+        known = [g.value for g in Gpu]
+        names = [i.strip().upper() for i in items if i.strip()]
+        for name in names:
+            if name not in known:
+                raise ValueError(f"{name!r} is not a GPU type ({', '.join(known)})")
+        if not names:
+            raise ValueError(f"names no GPU type ({', '.join(known)})")
+        return tuple(dict.fromkeys(names))
+
+    @field_validator("quiet_windows", mode="before")
+    @classmethod
+    def _quiet_windows(cls, v: object) -> object:
+        if v == ():
+            return v  # the default: a worker host never imports the pre-flight's parser
+        # The window syntax is the pre-flight's; imported here, where it is first needed.
+        from producer.preflight.quiet import QuietWindowError, parse_quiet_window
+
+        items = _list_items(v, split_quiet_windows)
+        if not isinstance(items, list | tuple) or not all(isinstance(i, str) for i in items):
+            raise ValueError("expected windows such as 22:00-07:00,Sat,Sun 00:00-24:00")
+        windows = tuple(i.strip() for i in items if i.strip())
+        for window in windows:
+            try:
+                parse_quiet_window(window)
+            except QuietWindowError as exc:
+                raise ValueError(str(exc)) from None
+        return windows
+
+    def hub_endpoint(self) -> str | None:
+        """The Hub the producer commands talk to: COLABQ_HF_ENDPOINT, else HF_ENDPOINT as
+        huggingface_hub reads it (the process environment, not .env), else None: huggingface.co.
+        Passed explicitly, so a client imported before HF_ENDPOINT was set still obeys it."""
+        if self.hf_endpoint:
+            return self.hf_endpoint
+        fallback = os.environ.get("HF_ENDPOINT", "").strip()
+        if not fallback:
+            return None
+        if problem := hub_url_problem(fallback):
+            raise ConfigError(
+                f"Invalid setting HF_ENDPOINT: {problem}. Fix it in the environment, or set "
+                "COLABQ_HF_ENDPOINT."
+            )
+        return fallback
+
+    def ensure_state_dir(self) -> Path:
+        """Create the state dir if it is missing and prove it a writable folder; a ConfigError
+        naming COLABQ_STATE_DIR otherwise. For the commands that write it, before they start."""
+        state = self.state_dir
+        try:
+            state.mkdir(parents=True, exist_ok=True)
+            fd, probe = tempfile.mkstemp(dir=state, prefix=".write-probe-")
+            os.close(fd)
+            os.unlink(probe)
+        except FileExistsError:
+            raise _invalid("state_dir", f"{state} is a file, not a folder") from None
+        except OSError as exc:
+            why = exc.strerror or type(exc).__name__
+            raise _invalid("state_dir", f"{state} is not a writable folder ({why})") from None
+        return state
+
+
+def _invalid(field: str, why: str) -> ConfigError:
+    return ConfigError(f"Invalid setting {ENV_PREFIX}{field.upper()}: {why}. {FIX}")
+
+
+def _why(msg: str) -> str:
+    """pydantic's message without its "Value error, " lead, and without a closing period."""
+    return msg.removeprefix("Value error, ").rstrip(".")
+
 
 def load_settings(**overrides: object) -> Settings:
     """Build the settings at an entry point; an invalid value becomes one ConfigError line."""
     from pydantic import ValidationError
+    from pydantic_settings import SettingsError
 
     try:
         return Settings(**overrides)  # type: ignore[arg-type]
     except ValidationError as exc:
         err = exc.errors()[0]
-        field = ".".join(str(p) for p in err["loc"])
+        field = str(err["loc"][0]) if err["loc"] else "?"
+        raise _invalid(field, _why(err["msg"])) from None
+    except SettingsError as exc:  # a source could not even decode the value
+        found = re.search(r'field "(\w+)"', str(exc))
+        cause = f" ({exc.__cause__})" if exc.__cause__ else ""
+        raise _invalid(found[1] if found else "?", f"cannot be read{cause}") from None
+    except OSError as exc:
         raise ConfigError(
-            f"Invalid setting COLABQ_{field.upper()}: {err['msg']}. "
-            "Fix it in the environment or .env."
+            f"Cannot read the settings file {ENV_FILE} ({exc.strerror}): fix its permissions."
         ) from None

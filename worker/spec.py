@@ -18,6 +18,10 @@ from worker.errors import SpecError
 
 SCHEMA_VERSION: Literal[1] = 1
 MAX_SCRIPT_BYTES = 1024 * 1024
+# A Colab session lasts at most about a day: a longer job is split into jobs that resume.
+MAX_WALL_S = 24 * 3600
+# The shortest wall cap colabq accepts: room for allocation, uploads, the job, the final sync.
+MIN_WALL_S = 5 * 60
 # The wrapper's `timeout --kill-after` grace, which must also fit inside the wall cap.
 KILL_AFTER_S = 120
 RUN_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
@@ -42,6 +46,12 @@ class ArtifactDest(BaseModel):
     repo_type: Literal["model", "dataset"] = "model"
     prefix: str = Field(default="", max_length=300)
 
+    @model_validator(mode="after")
+    def _hub_repo(self) -> ArtifactDest:
+        if self.kind == "hf" and (problem := hub_repo_problem(self.repo)):
+            raise ValueError(problem)
+        return self
+
     @field_validator("prefix")
     @classmethod
     def _prefix(cls, v: str) -> str:
@@ -65,7 +75,7 @@ Seconds = Annotated[float, Field(gt=0)]
 
 
 class JobSpec(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     schema_version: Literal[1] = SCHEMA_VERSION
     job_id: str = Field(pattern=r"^[a-z0-9]{8,40}$")
@@ -77,7 +87,7 @@ class JobSpec(BaseModel):
     hub_inputs: dict[str, str] = Field(default_factory=dict)
     gpu: Gpu
     high_mem: bool = False
-    wall_cap_s: Seconds = 12 * 3600
+    wall_cap_s: float = Field(default=12 * 3600, gt=0, le=MAX_WALL_S)
     idle_timeout_s: Seconds = 180
     sync_interval_s: Seconds = 15 * 60
     sync_paths: tuple[str, ...] = ()
@@ -125,11 +135,16 @@ class JobSpec(BaseModel):
         for name, uri in v.items():
             if not _INPUT_NAME.fullmatch(name):
                 raise ValueError(f"input name {name!r} must match [A-Za-z_][A-Za-z0-9_]*")
-            if not uri.startswith(_REMOTE_SCHEMES) or any(c.isspace() for c in uri):
-                raise ValueError(
-                    f"input {name}={uri!r} must be an hf://, gs:// or https:// URI without "
-                    "whitespace (stage local data first)"
-                )
+            if problem := uri_problem(uri):
+                raise ValueError(f"input {name}: {problem}")
+        return v
+
+    @field_validator("sync_paths", "expected_artifacts")
+    @classmethod
+    def _job_paths(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        for path in v:
+            if problem := job_path_problem(path):
+                raise ValueError(problem)
         return v
 
     @field_validator("env")
@@ -143,8 +158,11 @@ class JobSpec(BaseModel):
     @field_validator("resume_from")
     @classmethod
     def _resume(cls, v: str | None) -> str | None:
-        if v is not None and (not v.startswith("hf://") or any(c.isspace() for c in v)):
-            raise ValueError("resume_from must be an hf:// URI of a checkpoint file or folder")
+        if v is not None and (not v.startswith("hf://") or uri_problem(v)):
+            raise ValueError(
+                f"resume_from {v!r} must be an hf://[datasets/]OWNER/REPO/PATH URI of a "
+                "checkpoint file or folder"
+            )
         return v
 
     @model_validator(mode="after")
@@ -157,6 +175,58 @@ class JobSpec(BaseModel):
         if self.idle_timeout_s > self.wall_cap_s:
             raise ValueError("idle_timeout_s must not exceed wall_cap_s")
         return self
+
+
+def uri_problem(uri: str) -> str | None:
+    """Why `uri` is not a usable hf://, gs:// or https:// input URI, or None."""
+    from urllib.parse import urlsplit
+
+    from worker.vm.colabq_sync import split_hf_uri
+
+    if uri.startswith("hf://"):
+        try:
+            split_hf_uri(uri)
+        except ValueError as exc:
+            return f"{uri!r}: {exc}"
+        return None
+    if not uri.startswith(_REMOTE_SCHEMES):
+        return f"{uri!r} must be an hf://, gs:// or https:// URI (stage local data first)"
+    try:
+        parts = urlsplit(uri)
+        parts.port  # noqa: B018 - raises on a malformed port
+    except ValueError:
+        return f"{uri!r} is not a well-formed URI"
+    if any(c.isspace() for c in uri) or not parts.hostname or parts.netloc.startswith("."):
+        return f"{uri!r} names no bucket or host (or holds whitespace)"
+    if uri.startswith("gs://") and not parts.path.strip("/"):
+        return f"{uri!r} names no object in the bucket"
+    return None
+
+
+def job_path_problem(path: str) -> str | None:
+    """Why `path` cannot name something in the job's folder on the VM (a sync path, an
+    expected artifact), or None: it must stay inside that folder."""
+    parts = path.replace("\\", "/").split("/")
+    if not path.strip() or any(c in path for c in "\x00\n\r"):
+        return f"path {path!r} must be a non-empty single line"
+    if path.startswith(("/", "~")) or ".." in parts:
+        return f"path {path!r} must stay inside the job's folder (relative, without '..')"
+    if len(path) > 500:
+        return f"path {path[:40]!r}... is over 500 characters"
+    return None
+
+
+# A Hub repo id as the Hub accepts it (huggingface_hub's REPO_ID_REGEX), with its owner.
+_HUB_REPO = re.compile(r"^[A-Za-z0-9][\w.-]{0,95}/[\w.-]{1,96}$")
+
+
+def hub_repo_problem(repo: str) -> str | None:
+    if not _HUB_REPO.fullmatch(repo) or "--" in repo or ".." in repo or repo.endswith(".git"):
+        return (
+            f"Hub repo {repo!r} must be OWNER/NAME (letters, digits, '-', '_', '.'; no '--' "
+            "or '..')"
+        )
+    return None
 
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")

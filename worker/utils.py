@@ -5,33 +5,50 @@ from __future__ import annotations
 import re
 
 _DURATION = re.compile(
-    r"^(?:(?P<h>\d+(?:\.\d+)?)h)?(?:(?P<m>\d+(?:\.\d+)?)m)?(?:(?P<s>\d+(?:\.\d+)?)s)?$"
+    r"^(?:(?P<d>\d+(?:\.\d+)?)d)?(?:(?P<h>\d+(?:\.\d+)?)h)?"
+    r"(?:(?P<m>\d+(?:\.\d+)?)m)?(?:(?P<s>\d+(?:\.\d+)?)s)?$"
 )
 
 
+MAX_DURATION_S = 30 * 24 * 3600.0
+
+
 def parse_duration_s(text: str) -> float:
-    """'90', '90s', '15m', '4h', '1h30m' -> seconds. Raises ValueError on anything else."""
+    """'90s', '15m', '4h', '1h30m', '2d' -> seconds. Raises ValueError, saying what is wrong, on
+    anything else: a bare number (which unit?), zero, a negative, NaN, infinity, over 30 days."""
     t = text.strip().lower()
     if not t:
-        raise ValueError("empty duration")
+        raise ValueError("empty duration: write it like 90s, 15m, 4h or 1h30m")
+    if t.startswith("-"):
+        raise ValueError(f"{text!r} is negative: a duration is longer than zero")
     try:
-        value = float(t)
+        number = float(t)
     except ValueError:
-        m = _DURATION.fullmatch(t)
-        if not m or not any(m.groupdict().values()):
-            raise ValueError(f"{text!r} is not a duration like 90s, 15m, 4h or 1h30m") from None
-        value = sum(float(m[k] or 0) * f for k, f in (("h", 3600), ("m", 60), ("s", 1)))
+        pass
+    else:
+        if number != number or number in (float("inf"), float("-inf")):
+            raise ValueError(f"{text!r} is not a finite duration")
+        raise ValueError(f"{text!r} has no unit: write {t}s, {t}m or {t}h")
+    m = _DURATION.fullmatch(t)
+    if not m or not any(m.groupdict().values()):
+        raise ValueError(f"{text!r} is not a duration like 90s, 15m, 4h or 1h30m")
+    units = (("d", 86400), ("h", 3600), ("m", 60), ("s", 1))
+    value = sum(float(m[k] or 0) * f for k, f in units)
     if value <= 0:
-        raise ValueError(f"{text!r} must be positive")
+        raise ValueError(f"{text!r} must be longer than zero")
+    if value > MAX_DURATION_S:
+        raise ValueError(f"{text!r} is over 30 days")
     return value
 
 
 def format_duration_s(seconds: float) -> str:
+    """A duration in at most 6 characters: 45s, 12m05s, 3h07m, 2d04h."""
     s = round(seconds)
-    h, rem = divmod(s, 3600)
+    d, rem = divmod(s, 86400)
+    h, rem = divmod(rem, 3600)
     m, sec = divmod(rem, 60)
+    if d:
+        return f"{d}d{h:02d}h"
     if h:
         return f"{h}h{m:02d}m"
-    if m:
-        return f"{m}m{sec:02d}s"
-    return f"{sec}s"
+    return f"{m}m{sec:02d}s" if m else f"{sec}s"

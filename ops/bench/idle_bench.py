@@ -28,6 +28,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+from producer import exitcodes  # noqa: E402
+
 EMULATOR = ROOT / "ops" / "colab"
 PY = sys.executable
 JOB = (
@@ -53,11 +56,16 @@ def start_worker(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
     return proc
 
 
+BAD_STATUS = (exitcodes.BAD_INPUT, exitcodes.REDIS_UNREACHABLE, exitcodes.NO_SUCH_JOB)
+
+
 def colabq(env: dict[str, str], *args: str) -> str:
     res = subprocess.run(
         [PY, "-m", "producer.cli", *args], env=env, capture_output=True, text=True, cwd=ROOT
     )
-    if res.returncode != 0:
+    # `status JOB` exits with the job's outcome (producer/exitcodes.py): its JSON is the answer.
+    ok = res.returncode == 0 or (args[0] == "status" and res.returncode not in BAD_STATUS)
+    if not ok:
         raise SystemExit(f"colabq {' '.join(args)} failed:\n{res.stdout}{res.stderr}")
     return res.stdout
 

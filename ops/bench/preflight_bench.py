@@ -145,7 +145,7 @@ def time_command(argv: list[str], repo: Path) -> tuple[float, int]:
 
 
 def preflight_argv(colabq: str, repo: Path, intended: Path) -> list[str]:
-    options = ["--repo", str(repo), "--config", str(intended), "--json"]
+    options = ["--repo-dir", str(repo), "--config", str(intended), "--json"]
     options += ["--name", "imagenet-resnet50-bs512-lr0.2", "--seconds-per-epoch", "60"]
     return [colabq, "preflight", *options]
 

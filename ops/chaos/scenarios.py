@@ -329,12 +329,12 @@ def hub_down(g: Group, hub: object) -> tuple[set[str], str, list[str]]:
     admin = hub.admin  # type: ignore[attr-defined]
     with g.beat():
         j = g.submit("hub down at final upload", "sleep 3", expect=frozenset({S.FAILED}),
-                     dest=("--repo", "alice/runs"))  # fmt: skip
+                     dest=("--hub-repo", "alice/runs"))  # fmt: skip
         hit = wait_until(lambda: "started" in g.fleet.output(j.job_id), POINT_TIMEOUT_S)
         admin.down(path=r"/commit/")
         stuck = settle(g, [j])
         admin.clear_faults()
-        after = g.submit("hub back", "sleep 1", dest=("--repo", "alice/runs"))
+        after = g.submit("hub back", "sleep 1", dest=("--hub-repo", "alice/runs"))
         stuck |= settle(g, [after])
     return stuck, "1 final upload refused, then 1 job", [] if hit else ["point not caught"]
 

@@ -93,7 +93,8 @@ def _issue_line(i: DiffIssue) -> str:
 
 
 def _order(line: str) -> int:
-    for rank, tag in enumerate(("[risky]", "[warn]", "[unexplained]", "[explained]", "[same]")):
+    tags = ("[risky]", "[warn]", "[unexplained]", "[explained]", "[same]", "[note]")
+    for rank, tag in enumerate(tags):
         if line.startswith(tag):
             return rank
     return len(line)
@@ -108,6 +109,7 @@ def _finding(
     skipped: tuple[str, ...],
 ) -> Finding:
     lines = [_line(d) for d in diff.differences] + [_issue_line(i) for i in diff.issues]
+    lines += [f"[note] {n}" for n in diff.notes]
     details = tuple(sorted(lines, key=_order)) + skipped
     material = sum(1 for d in diff.differences if d.material)
     saw = (

@@ -1,8 +1,9 @@
 """Diffing two configs as data: every changed, added, removed and renamed key, and what is risky.
 
 Owns flattening (nested keys → dotted paths), pairing renamed spellings of a risky key, the
-explained/unexplained decision, and the batch-size/learning-rate linear-scaling rule. Which
-file is compared with which is `discovery.py`'s; the finding is `config_check.py`'s.
+explained/unexplained decision, and the rules the new config breaks as a whole. The
+batch-size/learning-rate scaling rule is `scaling.py`'s. Which file is compared with which is
+`discovery.py`'s; the finding is `config_check.py`'s.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 
 from producer.preflight.configs import LoadedConfig
 from producer.preflight.risky_keys import RiskySlot, leaf, parent, same_meaning, slot_of
-from producer.preflight.scaling import check_lr_scaling
+from producer.preflight.scaling import ScalingCheck, check_lr_scaling
 from producer.preflight.values import as_number, same_value, show
 
 NFS_SAFE_WORKERS = 4
@@ -71,6 +72,7 @@ class DiffIssue:
 class ConfigDiff:
     differences: tuple[KeyDifference, ...]
     issues: tuple[DiffIssue, ...]
+    notes: tuple[str, ...] = ()  # what was read to judge, e.g. how each effective batch adds up
 
     @property
     def risky_unexplained(self) -> tuple[str, ...]:
@@ -194,15 +196,20 @@ def diff_configs(
         note(DiffKind.ADDED, key, line_key=key, new=after[key])
     for key in removed:
         note(DiffKind.REMOVED, key, old=before[key])
-    return ConfigDiff(tuple(diffs), tuple(_issues(before, after, intended, explain)))
+    scaling = check_lr_scaling(before, after)
+    issues = tuple(_issues(scaling, before, after, intended, explain))
+    return ConfigDiff(tuple(diffs), issues, scaling.notes)
 
 
 def _issues(
-    old: dict[str, Any], new: dict[str, Any], intended: LoadedConfig, explain: Mapping[str, str]
+    scaling: ScalingCheck,
+    old: dict[str, Any],
+    new: dict[str, Any],
+    intended: LoadedConfig,
+    explain: Mapping[str, str],
 ) -> Iterator[DiffIssue]:
-    found = check_lr_scaling(old, new)
-    if found is not None:
-        key, message = found
+    if scaling.issue is not None:
+        key, message = scaling.issue
         names = _names(key, None, RiskySlot.LEARNING_RATE)
         yield DiffIssue(key, message, True, explanation(names, intended, explain, line_key=key))
     for key, value in new.items():

@@ -3,6 +3,8 @@
 Owns parsing and the per-key line numbers needed to match a `# why: …` comment to the key it
 explains. A file that does not parse raises `ConfigParseError` naming the file and line, which
 the checks turn into a FAIL finding (never a traceback). Finding candidates is `discovery.py`'s.
+A Python config (MMDetection, Detectron2 LazyConfig) named with `--config` or `--reference` is
+read as data by `pyconfig.py`; it is not a discovery candidate.
 """
 
 from __future__ import annotations
@@ -17,9 +19,11 @@ from typing import Any
 
 import yaml
 
+from producer.preflight.pyconfig import read_python_config
 from worker.errors import UserInputError
 
 CONFIG_SUFFIXES: tuple[str, ...] = (".yaml", ".yml", ".json", ".toml")
+PYTHON_SUFFIX = ".py"
 
 _YamlLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _WHY = re.compile(r"^#+\s*why\s*[:\-]\s*(?P<reason>.+?)\s*$", re.IGNORECASE)
@@ -75,6 +79,14 @@ def parse_config_text(path: Path, text: str) -> LoadedConfig:
         return LoadedConfig(path, data, _toml_key_lines(text), _why_comments(text))
     if suffix in (".yaml", ".yml"):
         data, key_lines = _parse_yaml(path, text)
+        return LoadedConfig(path, data, key_lines, _why_comments(text))
+    if suffix == PYTHON_SUFFIX:
+        try:
+            data, key_lines = read_python_config(text, str(path))
+        except SyntaxError as exc:
+            raise ConfigParseError(path, exc.lineno, exc.msg) from exc
+        except (ValueError, RecursionError) as exc:  # NUL bytes; absurdly deep nesting
+            raise ConfigParseError(path, None, f"not a readable Python config ({exc})") from exc
         return LoadedConfig(path, data, key_lines, _why_comments(text))
     raise ConfigParseError(path, None, f"unknown config format {suffix!r}")
 

@@ -48,7 +48,8 @@ class UnknownCheck(UserInputError):
     """A `--waive NAME` that names no check."""
 
     def __init__(self, name: str) -> None:
-        super().__init__(f"No pre-flight check named {name!r} (known: {', '.join(CHECK_NAMES)}).")
+        known = ", ".join(CHECK_NAMES)
+        super().__init__(f"--waive {name!r}: no pre-flight check has that name (known: {known}).")
         self.name = name
 
 

@@ -1,13 +1,16 @@
 """The config keys known to regress silently, recognised by name in any nesting.
 
 Owns the spellings of each risky family and what counts as "the same key under another name"
-(`lr` in one file and `optimizer.learning_rate` in the other). The diff itself is
+(`lr` in one file and `optimizer.learning_rate` in the other). The batch-size, accumulation and
+learning-rate spellings are the frameworks' table in `batch_names.py`. The diff itself is
 `config_diff.py`'s.
 """
 
 from __future__ import annotations
 
 from enum import StrEnum
+
+from producer.preflight.batch_names import ACCUM_NAMES, BATCH_NAMES, LR_NAMES, spellings
 
 
 class RiskySlot(StrEnum):
@@ -34,6 +37,19 @@ WHY_RISKY: dict[RiskySlot, str] = {
     RiskySlot.SEED: "seed (keep it set for reproducibility)",
 }
 
+
+def _batch_spellings() -> dict[str, tuple[RiskySlot, str | None]]:
+    """Batch-size spellings from the frameworks' table; a spelling whose meaning depends on
+    its section or neighbours (`batch_size` under `train_dataloader`) keeps its plain meaning."""
+    found: dict[str, tuple[RiskySlot, str | None]] = {}
+    for name in BATCH_NAMES:
+        if not name.sections and not name.beside:
+            found.setdefault(name.leaf, (RiskySlot.BATCH_SIZE, name.meaning))
+    for name in BATCH_NAMES:
+        found.setdefault(name.leaf, (RiskySlot.BATCH_SIZE, None))
+    return found
+
+
 # leaf spelling → (slot, meaning). Two spellings are one key renamed only when their meanings
 # agree: `fp16` and `bf16` are both precision but not the same setting; a per-device and a
 # global batch size are not either. `None` is compatible with any meaning of its slot.
@@ -50,26 +66,7 @@ _SPELLINGS: dict[str, tuple[RiskySlot, str | None]] = {
             "loader_workers",
         )
     },
-    **{k: (RiskySlot.BATCH_SIZE, None) for k in ("batch_size", "train_batch_size", "bs")},
-    **{
-        k: (RiskySlot.BATCH_SIZE, "per-device")
-        for k in (
-            "per_device_train_batch_size",
-            "per_gpu_train_batch_size",
-            "micro_batch_size",
-            "train_micro_batch_size_per_gpu",
-            "batch_size_per_device",
-            "batch_size_per_gpu",
-        )
-    },
-    **{
-        k: (RiskySlot.BATCH_SIZE, "global")
-        for k in ("global_batch_size", "total_batch_size", "effective_batch_size")
-    },
-    **{
-        k: (RiskySlot.LEARNING_RATE, None)
-        for k in ("lr", "learning_rate", "base_lr", "max_lr", "peak_lr", "init_lr")
-    },
+    **{k: (RiskySlot.LEARNING_RATE, None) for k in LR_NAMES},
     **{k: (RiskySlot.BETAS, None) for k in ("betas", "adam_betas")},
     **{k: (RiskySlot.BETAS, "beta1") for k in ("beta1", "beta_1", "adam_beta1")},
     **{k: (RiskySlot.BETAS, "beta2") for k in ("beta2", "beta_2", "adam_beta2")},
@@ -80,18 +77,9 @@ _SPELLINGS: dict[str, tuple[RiskySlot, str | None]] = {
     },
     "fp16": (RiskySlot.PRECISION, "fp16"),
     "bf16": (RiskySlot.PRECISION, "bf16"),
-    **{
-        k: (RiskySlot.GRAD_ACCUM, None)
-        for k in (
-            "gradient_accumulation_steps",
-            "accumulate_grad_batches",
-            "grad_accum",
-            "grad_accum_steps",
-            "gradient_accumulation",
-            "accumulation_steps",
-        )
-    },
+    **{k: (RiskySlot.GRAD_ACCUM, None) for k in ACCUM_NAMES},
     **{k: (RiskySlot.SEED, None) for k in ("seed", "random_seed", "global_seed")},
+    **_batch_spellings(),
 }
 
 
@@ -103,13 +91,12 @@ def parent(dotted: str) -> str:
     return dotted.rsplit(".", 1)[0] if "." in dotted else ""
 
 
-def _normal(name: str) -> str:
-    return name.strip().lower().replace("-", "_")
-
-
 def classify(dotted: str) -> tuple[RiskySlot, str | None] | None:
     """The risky slot (and meaning) of a dotted key by its last segment, or None."""
-    return _SPELLINGS.get(_normal(leaf(dotted)))
+    for spelling in spellings(leaf(dotted)):
+        if spelling in _SPELLINGS:
+            return _SPELLINGS[spelling]
+    return None
 
 
 def slot_of(dotted: str) -> RiskySlot | None:

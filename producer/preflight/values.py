@@ -24,6 +24,14 @@ def as_number(value: Any) -> float | None:
     return None
 
 
+def first_number(value: Any) -> float | None:
+    """A number, or the first of a list of them: fairseq writes `lr: [0.0005]` and
+    `update_freq: [4]` (one value per epoch; the first is the one the run starts with)."""
+    if isinstance(value, list | tuple):
+        return as_number(value[0]) if value else None
+    return as_number(value)
+
+
 def same_value(a: Any, b: Any) -> bool:
     if isinstance(a, bool) or isinstance(b, bool):
         return type(a) is type(b) and a == b

@@ -3,42 +3,19 @@ stored artifacts only with --delete-remote."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import redis
 from typer.testing import CliRunner
 
 from producer.cli import app
-from tests.cli.training_repo import QUIET_ENV
 from tests.factories import make_spec
-from worker.clock import SystemClock
-from worker.records.keys import Keys
 from worker.records.ledger import Ledger
 from worker.spec import ArtifactDest
 from worker.states import JobState
 
 runner = CliRunner()
 RUN = "coco-detr-r50-bs64-lr1e-4"
-
-
-@pytest.fixture
-def env(redis_url: str, key_prefix: str, tmp_path: Path) -> dict[str, str | None]:
-    return {
-        **QUIET_ENV,
-        "COLABQ_REDIS_URL": redis_url,
-        "COLABQ_KEY_PREFIX": key_prefix,
-        "HOME": str(tmp_path / "home"),
-        "COLUMNS": "200",
-    }
-
-
-@pytest.fixture
-def ledger(redis_client: redis.Redis, key_prefix: str) -> Iterator[Ledger]:
-    yield Ledger(redis_client, SystemClock(), Keys(key_prefix), log_maxlen=1000)
-    for key in redis_client.scan_iter(f"{key_prefix}:*"):
-        redis_client.delete(key)
 
 
 @pytest.fixture
@@ -56,7 +33,7 @@ def repo(tmp_path: Path) -> Path:
 
 
 def clean(repo: Path, env: dict[str, str | None], *args: str):  # type: ignore[no-untyped-def]
-    return runner.invoke(app, ["clean", RUN, "--repo", str(repo), *args], env=env)
+    return runner.invoke(app, ["clean", RUN, "--repo-dir", str(repo), *args], env=env)
 
 
 def _all_files(root: Path) -> set[Path]:
@@ -262,6 +239,6 @@ def test_unreachable_redis_stops_before_anything_is_deleted(
 def test_a_run_name_that_is_not_one_is_refused(
     repo: Path, env: dict[str, str | None], run: str, exit_code: int
 ) -> None:
-    result = runner.invoke(app, ["clean", run, "--repo", str(repo), "--yes"], env=env)
+    result = runner.invoke(app, ["clean", run, "--repo-dir", str(repo), "--yes"], env=env)
     assert result.exit_code == exit_code
     assert "is not a run name" in result.output

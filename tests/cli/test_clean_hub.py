@@ -58,18 +58,18 @@ def test_hub_prefix_deleted_only_with_both_flags(
         "HF_TOKEN": hub.tokens["alice_write"], "COLUMNS": "200",
     }  # fmt: skip
     runner = CliRunner()
-    no_flag = runner.invoke(app, ["clean", RUN, "--repo", str(repo), "--yes"], env=env)
+    no_flag = runner.invoke(app, ["clean", RUN, "--repo-dir", str(repo), "--yes"], env=env)
     assert no_flag.exit_code == 0, no_flag.output
     assert "--delete-remote" in no_flag.output
     assert f"{RUN}/ckpt/last.pt" in remote_files(hub)
 
-    dry = runner.invoke(app, ["clean", RUN, "--repo", str(repo), "--delete-remote"], env=env)
+    dry = runner.invoke(app, ["clean", RUN, "--repo-dir", str(repo), "--delete-remote"], env=env)
     assert dry.exit_code == 0, dry.output
     assert f"hf://{REPO}/{RUN}" in dry.output
     assert f"{RUN}/ckpt/last.pt" in remote_files(hub)
 
     real = runner.invoke(
-        app, ["clean", RUN, "--repo", str(repo), "--delete-remote", "--yes"], env=env
+        app, ["clean", RUN, "--repo-dir", str(repo), "--delete-remote", "--yes"], env=env
     )
     assert real.exit_code == 0, real.output
     assert remote_files(hub) == {".gitattributes", "other-run/keep.pt"}

@@ -43,7 +43,7 @@ def eta(tmp_path: Path, redis_url: str, key_prefix: str) -> dict:
            "HOME": str(tmp_path), "WANDB_API_KEY": "x", "WANDB_PROJECT": "coco-detr"}  # fmt: skip
     result = CliRunner().invoke(
         app,
-        ["preflight", "--repo", str(repo), "--name", GOOD_NAME, "--config",
+        ["preflight", "--repo-dir", str(repo), "--name", GOOD_NAME, "--config",
          "configs/detr/intended.yaml", "--reference", "configs/detr/baseline.yaml", "--json"],
         env=env,
     )  # fmt: skip

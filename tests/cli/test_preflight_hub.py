@@ -105,7 +105,7 @@ def test_preflight_checks_hf_inputs_on_the_hub(
     env["HF_TOKEN"] = dataset.tokens[token] if token else None
     result = runner.invoke(
         app,
-        ["preflight", "--repo", str(repo), "--name", GOOD_NAME, "--json",
+        ["preflight", "--repo-dir", str(repo), "--name", GOOD_NAME, "--json",
          "--hub-input", f"data={uri}"],
         env=env,
     )  # fmt: skip

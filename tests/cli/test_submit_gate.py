@@ -131,7 +131,7 @@ def test_an_unknown_waiver_is_one_line_and_enqueues_nothing(
     result = submit(repo, env, "--name", GOOD_NAME, "--waive", "config_diff")
     assert result.exit_code == 2
     lines = [ln for ln in result.output.splitlines() if ln.strip()]
-    assert len(lines) == 1 and "No pre-flight check named 'config_diff'" in lines[0]
+    assert len(lines) == 1 and "--waive 'config_diff': no pre-flight check" in lines[0]
     assert not list(redis_client.scan_iter(f"{key_prefix}:*"))
 
 

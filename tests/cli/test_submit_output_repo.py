@@ -28,7 +28,7 @@ def submit(hub: Hub, tmp_path: Path, redis_url: str, prefix: str, token: str, re
         "HF_ENDPOINT": hub.url, "HF_TOKEN": token,
     }  # fmt: skip
     return CliRunner().invoke(
-        app, ["submit", str(script), "--name", "mnist-mlp-bs64-lr1e-3-repo", "--repo", repo,
+        app, ["submit", str(script), "--name", "mnist-mlp-bs64-lr1e-3-repo", "--hub-repo", repo,
               "--repo-dir", str(tmp_path), *WAIVE], env=env,
     )  # fmt: skip
 

@@ -40,7 +40,7 @@ CASES = [
     ("idle over wall", ["{script}", "--wall", "10m", "--idle", "1h"], "idle_timeout_s"),
     ("local input", ["{script}", "--hub-input", "data=/home/me/data"], "hf://"),
     ("input without =", ["{script}", "--hub-input", "data"], "NAME=URI"),
-    ("no destination", ["{script}", "--no-dest"], "--repo"),
+    ("no destination", ["{script}", "--no-dest"], "--hub-repo"),
     ("bad run name", ["{script}", "--name", "bad name/with slash"], "run_name"),
 ]
 

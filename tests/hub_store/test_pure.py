@@ -1,15 +1,14 @@
 """Pure logic of the Hub store: the hf:// grammar, the backoff table, what counts as transient,
-the retry loop (fake sleep), locations, token resolution and the error tree."""
+the retry loop (fake sleep), locations and the error tree (the token lookup is huggingface_hub's:
+tests/hub_store/test_settings_hub.py)."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from types import SimpleNamespace
 
 import httpx2
 import pytest
 
-from producer.stage import resolve_token
 from tests.factories import make_spec
 from worker.errors import (
     RETRYABLE,
@@ -173,32 +172,6 @@ def test_location_is_an_hf_uri_of_the_prefix(dest: object, location: str) -> Non
 def test_a_local_destination_is_not_a_hub_store_location() -> None:
     with pytest.raises(StoreError, match="not a Hub repo"):
         HubStore(None, None).location(make_spec())
-
-
-@pytest.mark.parametrize(
-    ("env", "files", "expected"),
-    [
-        ({"HF_TOKEN": "hf_env"}, {"home/.cache/huggingface/token": "hf_file"}, "hf_env"),
-        ({}, {"home/.cache/huggingface/token": "hf_file\n"}, "hf_file"),
-        ({"HF_HOME": "{tmp}/hfh"}, {"hfh/token": "hf_home"}, "hf_home"),
-        (
-            {"HF_TOKEN_PATH": "{tmp}/t"},
-            {"t": "hf_path", "home/.cache/huggingface/token": "x"},
-            "hf_path",
-        ),
-        ({"HF_TOKEN": "  "}, {}, None),
-        ({}, {"home/.cache/huggingface/token": ""}, None),
-    ],
-)
-def test_resolve_token(
-    tmp_path: Path, env: dict[str, str], files: dict[str, str], expected: str | None
-) -> None:
-    for name, text in files.items():
-        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / name).write_text(text)
-    env = {k: v.format(tmp=tmp_path) for k, v in env.items()}
-
-    assert resolve_token(env, tmp_path / "home") == expected
 
 
 @pytest.mark.parametrize(

@@ -46,7 +46,7 @@ def submit(fleet: Fleet, script: str, *extra: str, name: str = "mnist-mlp-bs64-l
     result = runner.invoke(
         app,
         ["submit", str(path), "--name", name, "--wall", "10m", "--idle", "5s",
-         "--repo", REPO, "--json", *WAIVE, *extra],
+         "--hub-repo", REPO, "--json", *WAIVE, *extra],
         env=fleet.env,
     )  # fmt: skip
     assert result.exit_code == 0, result.output

@@ -64,11 +64,13 @@ def test_cancel_from_a_second_process_ends_cancelled_with_session_gone(fleet: Fl
 
 
 def test_first_upload_fails_job_never_runs_and_session_is_released(fleet: Fleet) -> None:
-    # The store's path is a file: the wrapper's first upload cannot succeed.
-    blocker = fleet.root / "not-a-folder"
-    blocker.write_text("x")
+    # The run's folder in the store is a file (submit checks only the store itself): the
+    # wrapper's first upload cannot succeed.
+    store = fleet.root / "store"
+    store.mkdir()
+    (store / RUN).write_text("x")
     marker = fleet.root / "job-ran"
-    job_id = submit(fleet, f"touch {marker}\n", store=blocker)
+    job_id = submit(fleet, f"touch {marker}\n", store=store)
     assert fleet.wait_terminal(job_id) is JobState.FAILED
     assert "first upload failed" in fleet.ledger.get(job_id).reason
     assert not marker.exists()

@@ -49,12 +49,13 @@ def janitor_dir(settings: Settings) -> Path:
 def build_janitor_deps(settings: Settings, ledger: Ledger) -> JanitorDeps:
     token = read_token(settings.hf_token_file)
     home = janitor_dir(settings)
+    endpoint = settings.hub_endpoint()
 
     def verify(spec: JobSpec) -> Verification:
-        return build_store(spec.artifact, endpoint=settings.hf_endpoint, token=token).verify(spec)
+        return build_store(spec.artifact, endpoint=endpoint, token=token).verify(spec)
 
     def location(spec: JobSpec) -> str:
-        return build_store(spec.artifact, endpoint=settings.hf_endpoint, token=token).location(spec)
+        return build_store(spec.artifact, endpoint=endpoint, token=token).location(spec)
 
     def account() -> list[ServerSession]:
         home.mkdir(parents=True, exist_ok=True)

@@ -16,10 +16,10 @@ from typing import Any, TypeVar
 import redis
 
 from worker.clock import Clock
-from worker.errors import IllegalTransition, JobNotFound, RunNameInUse, StaleOwner
+from worker.errors import AmbiguousJob, IllegalTransition, JobNotFound, RunNameInUse, StaleOwner
 from worker.records.keys import Keys
 from worker.spec import JobSpec, decode_spec, destination, destination_key, encode_spec
-from worker.states import TERMINAL, JobState, can_transition
+from worker.states import HOLDS_SESSION, TERMINAL, JobState, can_transition
 
 T = TypeVar("T")
 
@@ -196,6 +196,26 @@ return 0
 """
 
 
+# Resolve a job-id prefix: an exact id at once, else every id of the jobs index that starts with
+# it and still has a record, newest first. KEYS: jobs. ARGV: the job keys' prefix, the id prefix,
+# how many candidates to return. Returns {count, id1, run name1, ...} (at most that many pairs).
+_FIND_BY_PREFIX = """
+local jobkey, prefix, most = ARGV[1], ARGV[2], tonumber(ARGV[3])
+if redis.call('EXISTS', jobkey .. prefix) == 1 then return {1, prefix, ''} end
+local out = {0}
+for _, id in ipairs(redis.call('ZREVRANGE', KEYS[1], 0, -1)) do
+  if string.find(id, prefix, 1, true) == 1 and redis.call('EXISTS', jobkey .. id) == 1 then
+    out[1] = out[1] + 1
+    if out[1] <= most then
+      out[#out + 1] = id
+      out[#out + 1] = redis.call('HGET', jobkey .. id, 'run_name') or ''
+    end
+  end
+end
+return out
+"""
+
+
 class Renewal(enum.IntEnum):
     """What a lease renewal found."""
 
@@ -325,15 +345,22 @@ class Ledger:
             pipe.hgetall(self.keys.job(i))
         return [_record(i, raw) for i, raw in zip(ids, pipe.execute(), strict=True) if raw]
 
-    def find_by_prefix(self, prefix: str) -> str:
-        """Resolve a unique job-id prefix (users type the first few characters)."""
-        if self.exists(prefix):
-            return prefix
-        ids: list[str] = [i.decode() for i in self.r.zrange(self.keys.jobs(), 0, -1)]
-        hits = [i for i in ids if i.startswith(prefix)]
-        if len(hits) != 1:
+    def find_by_prefix(self, prefix: str, *, listed: int = 5) -> str:
+        """Resolve a job id from its first few characters, in one round trip: the ids are
+        matched inside Redis, never sent here, and an id whose record expired does not count.
+        Raises JobNotFound, or AmbiguousJob naming the `listed` newest candidates."""
+        if not prefix:
             raise JobNotFound(prefix)
-        return hits[0]
+        find = self.r.register_script(_FIND_BY_PREFIX)
+        reply = find(keys=[self.keys.jobs()], args=[self.keys.job(""), prefix, max(listed, 1)])
+        total = int(reply[0])
+        found: list[str] = [v.decode() for v in reply[1:]]
+        candidates = list(zip(found[0::2], found[1::2], strict=True))
+        if total == 1:
+            return candidates[0][0]
+        if total == 0:
+            raise JobNotFound(prefix)
+        raise AmbiguousJob(prefix, candidates, total)
 
     # --- ownership --------------------------------------------------------------------------
 
@@ -460,7 +487,8 @@ class Ledger:
         reason: str,
         fields: Mapping[str, str] | None = None,
     ) -> JobRecord:
-        """Move a job to `dst` if the edge is allowed and `owner` is the job's owner."""
+        """Move a job to `dst` if the edge is allowed and `owner` is the job's owner, and keep
+        its held-time clock (`_hold`) in the same transaction."""
         extra = dict(fields or {})
         _check_fields(extra)
         key = self.keys.job(job_id)
@@ -486,6 +514,7 @@ class Ledger:
             pipe.rpush(self.keys.history(job_id), _entry(dst, now, reason))
             if "endpoint" in extra:
                 pipe.hset(self.keys.endpoints(), extra["endpoint"], job_id)
+            self._hold(pipe, key, raw.get(b"held_since"), src, dst, "endpoint" in extra, now)
             if dst in TERMINAL:
                 pipe.srem(self.keys.active(), job_id)
                 if raw.get(b"tracker_run") or extra.get("tracker_run"):
@@ -505,6 +534,31 @@ class Ledger:
         self._watch(txn, key)
         return self.get(job_id)
 
+    # States in which a recorded endpoint starts the held-time clock (`_hold`).
+    _MAY_HOLD = frozenset({JobState.ALLOCATING, *HOLDS_SESSION})
+
+    def _hold(
+        self,
+        pipe: Any,
+        key: str,
+        held_since: bytes | None,
+        src: JobState,
+        dst: JobState,
+        endpoint_recorded: bool,
+        now: float,
+    ) -> None:
+        """The held-time clock (what the GPU costs; `worker.colab.rates` reads it). Invariant:
+        `held_since` is set exactly while an assigned session may be billed. It starts when the
+        assignment's endpoint is recorded (by the runner's `set_fields` the moment `colab new`
+        returns, or by a transition that carries it) and stops when the job leaves RELEASING
+        (the release verified, or a restart) or ends; each stop adds the segment to `held_s`,
+        so the segments of a restarted job add up. Queued in the caller's transaction."""
+        if held_since is not None and (src is JobState.RELEASING or dst in TERMINAL):
+            pipe.hincrbyfloat(key, "held_s", max(now - float(held_since), 0.0))
+            pipe.hdel(key, "held_since")
+        elif held_since is None and endpoint_recorded and dst in self._MAY_HOLD:
+            pipe.hset(key, "held_since", repr(now))
+
     def _job_keys(self, job_id: str) -> tuple[str, ...]:
         k = self.keys
         return (k.job(job_id), k.history(job_id), k.log(job_id), k.watch(job_id), k.cancel(job_id))
@@ -515,15 +569,21 @@ class Ledger:
         key = self.keys.job(job_id)
 
         def txn(pipe: Any) -> None:
-            cur = pipe.hget(key, "owner")
+            cur, state, held_since = pipe.hmget(key, "owner", "state", "held_since")
             if cur is None:
                 raise JobNotFound(job_id)
             if cur.decode() != owner:
                 raise StaleOwner(job_id)
+            now = self.clock.time()
             pipe.multi()
-            pipe.hset(key, mapping={**values, "updated_at": repr(self.clock.time())})
+            pipe.hset(key, mapping={**values, "updated_at": repr(now)})
             if "endpoint" in values:
                 pipe.hset(self.keys.endpoints(), values["endpoint"], job_id)
+                # The runner records the endpoint the moment `colab new` returns (its assign
+                # call): the held-time clock starts here, not at the STARTING transition.
+                st = JobState(state.decode()) if state is not None else None
+                if held_since is None and st in self._MAY_HOLD:
+                    pipe.hset(key, "held_since", repr(now))
 
         self._watch(txn, key)
 

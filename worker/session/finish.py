@@ -10,6 +10,7 @@ import json
 import os
 import threading
 
+from worker.colab import rates
 from worker.colab.release import ReleaseOutcome, release_session
 from worker.errors import ColabqError
 from worker.records.ledger import JobRecord
@@ -206,6 +207,24 @@ class Finishing(JobRun):
             "restarts": self.restarts,
             "runtime": released or ("never allocated" if self.endpoint is None else "UNKNOWN"),
             "remaining_endpoint": remaining,
+            **self._costs(),
             "notes": self.notes,
             "next_action": next_action,
+        }
+
+    def _costs(self) -> dict[str, object]:
+        """The job's duration (submission to now, its end) and the time it held a GPU (every
+        segment; the current one's release is verified by now), with the compute units that
+        held time costs at Colab's rate for the job's GPU."""
+        rec = self.d.ledger.get(self.job_id)
+        now = self.d.clock.time()
+        held = rates.held_s(rec.fields, now)
+        gpu = self.spec.gpu.value
+        return {
+            "duration": {"total_s": round(now - rec.created_at, 1), "held_s": round(held, 1)},
+            "compute_units": {
+                "units": round(rates.units(gpu, held) or 0.0, 4),
+                "gpu": gpu,
+                "rate_per_hour": rates.rate_per_hour(gpu),
+            },
         }

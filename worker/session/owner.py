@@ -69,7 +69,7 @@ def own_job(
     files = JobFiles(job_dir(settings, spec.job_id)).ensure()
     clock = SystemClock()
     token = read_token(settings.hf_token_file)
-    hub = HubStore(settings.hf_endpoint, token)
+    hub = HubStore(settings.hub_endpoint(), token)
     # The job's state as this owner last recorded it: what its record says again if Redis
     # loses it (a restart without persistence) while the job runs.
     last = [ledger.get(spec.job_id).state]
@@ -101,7 +101,7 @@ def own_job(
         clock=clock,
         ledger=ledger,
         driver=build_driver(settings, spec.job_id),
-        store=build_store(spec.artifact, endpoint=settings.hf_endpoint, token=token),
+        store=build_store(spec.artifact, endpoint=settings.hub_endpoint(), token=token),
         check_input=hub.exists_nonempty,
         settings=settings,
         files=files,

@@ -94,8 +94,8 @@ def wrapper_argv(
     if settings.hf_token_file is not None:
         args += ["--token-file", "{content}/" + UPLOAD_TOKEN]
         args += ["--job-token-file", "{content}/" + JOB_TOKEN]
-    if settings.hf_endpoint:
-        args += ["--hf-endpoint", settings.hf_endpoint]
+    if endpoint := settings.hub_endpoint():
+        args += ["--hf-endpoint", endpoint]
     resume = seg.resume_uri or spec.resume_from
     if resume:
         args += ["--resume", resume]

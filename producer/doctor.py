@@ -1,0 +1,367 @@
+"""`colabq doctor`: is this machine set up to submit and run jobs? One row per check, each with
+PASS, WARN or FAIL, what was found and what to do.
+
+Owns the checks and their table: the `colab` CLI (found, exactly the version the worker drives),
+its login (`colab usage` answers: the balance), Redis (ping, URL redacted), the Hub token file
+(Settings.hf_token_file: a non-empty 0600 file; its content is never printed) and the Hub with
+that token (whoami at Settings.hf_endpoint), and a live worker per GPU type. The checks are the
+worker's own where it has one (`worker.session.checks`, the driver, `worker.records.fleet`).
+
+Every check is bounded in time: its calls get the timeout, and a check still running after it
+(plus a little) is reported FAIL and left behind in a daemon thread, so doctor never hangs. The
+three independent chains (colab, Redis, Hub) run at once. Exit 0 without a FAIL row, else 1.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from producer import exitcodes
+from producer.clictx import load_settings, out
+
+if TYPE_CHECKING:
+    from rich.console import RenderableType
+
+    from worker.colab.driver import ColabCli
+    from worker.settings import Settings
+
+DEFAULT_TIMEOUT_S = 5.0
+# What a bounded check gets beyond its own calls' timeout to report how they ended.
+_GRACE_S = 2.0
+
+
+class Status(StrEnum):
+    PASS = "PASS"  # noqa: S105 (a status, not a password)
+    WARN = "WARN"
+    FAIL = "FAIL"
+
+
+@dataclass(frozen=True)
+class Row:
+    check: str
+    status: Status
+    detail: str
+    todo: str = ""  # what to do; empty for a PASS
+
+    def to_json(self) -> dict[str, str]:
+        return {"check": self.check, "status": self.status.value, "detail": self.detail,
+                "what_to_do": self.todo}  # fmt: skip
+
+
+def bounded(check: str, fn: Callable[[], list[Row]], timeout_s: float, todo: str) -> list[Row]:
+    """`fn()`'s rows, or one FAIL row if it has not returned after `timeout_s` (it is left to
+    finish in a daemon thread) or raised something no check expected."""
+    box: list[list[Row]] = []
+
+    def run() -> None:
+        try:
+            box.append(fn())
+        except Exception as exc:  # a bug in a check must not hide the other rows
+            detail = f"the check itself failed: {type(exc).__name__}: {exc}"
+            box.append([Row(check, Status.FAIL, detail, "report this as a colabq bug")])
+
+    thread = threading.Thread(target=run, name=f"colabq-doctor-{check}", daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    if box:
+        return box[0]
+    return [Row(check, Status.FAIL, f"no answer within {timeout_s:g} s", todo)]
+
+
+# --- the colab CLI ----------------------------------------------------------------------------
+
+
+def colab_rows(settings: Settings, config: Path, timeout_s: float) -> list[Row]:
+    """The CLI (found, its version), then its login (`colab usage`), if the CLI runs."""
+    from worker.colab.driver import ColabCli
+
+    path = shutil.which(settings.colab_bin)
+    if path is None:
+        todo = (
+            f"install it (`uv tool install google-colab-cli=={settings.colab_version}`) or set "
+            "COLABQ_COLAB_BIN to its path"
+        )
+        detail = f"{settings.colab_bin!r}: not found or not executable"
+        missing = Row("colab CLI", Status.FAIL, detail, todo)
+        return [missing, Row("colab login", Status.WARN, "not checked: no colab CLI",
+                             "fix the colab CLI first")]  # fmt: skip
+    driver = ColabCli(path, config, timeout_s=timeout_s)
+    version = bounded(
+        "colab CLI", lambda: [version_row(driver, settings)], timeout_s + _GRACE_S,
+        f"`{path} version` hangs: reinstall google-colab-cli=={settings.colab_version}",
+    )  # fmt: skip
+    login = bounded(
+        "colab login", lambda: [login_row(driver, settings)], timeout_s + _GRACE_S,
+        "`colab usage` hangs: check this host's network, then run it by hand",
+    )  # fmt: skip
+    return version + login
+
+
+def version_row(driver: ColabCli, settings: Settings) -> Row:
+    from worker.errors import ColabError
+    from worker.session.checks import check_cli_version
+
+    check, expected = "colab CLI", settings.colab_version
+    try:
+        check_cli_version(driver, expected)
+    except ColabError as exc:
+        todo = f"install exactly this one: `uv tool install google-colab-cli=={expected}`"
+        return Row(check, Status.FAIL, f"{driver.binary}: {exc}", todo)
+    return Row(check, Status.PASS, f"{driver.binary}: version {expected}")
+
+
+def login_row(driver: ColabCli, settings: Settings) -> Row:
+    from worker.errors import ColabError, ColabNotAuthenticated
+
+    check = "colab login"
+    try:
+        usage = driver.usage()
+    except ColabNotAuthenticated as exc:
+        todo = "run `colab usage` once in a terminal on this host and follow its authorization URL"
+        return Row(check, Status.FAIL, f"not logged in: {exc}", todo)
+    except ColabError as exc:
+        return Row(check, Status.FAIL, f"`colab usage` failed: {exc}", exc.hint or
+                   "run `colab usage` by hand to see why")  # fmt: skip
+    detail = (
+        f"logged in; balance {usage.balance_units:.2f} compute units, "
+        f"{usage.rate_per_hour:.2f}/hr, {usage.active_assignments} active assignment(s)"
+    )
+    floor = settings.budget_floor_units
+    if usage.balance_units <= floor:
+        todo = "top up the account: colabq never buys units, and refuses to allocate at the floor"
+        return Row(check, Status.WARN, f"{detail}: at or below the floor {floor:.2f}", todo)
+    return Row(check, Status.PASS, detail)
+
+
+# --- Redis and the workers --------------------------------------------------------------------
+
+
+def redis_rows(settings: Settings, timeout_s: float) -> list[Row]:
+    """Redis answers; then, on it, a live worker per GPU type."""
+    import redis
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    from worker.errors import redacted_url
+
+    where = redacted_url(settings.redis_url)
+    client = redis.Redis.from_url(
+        settings.redis_url, socket_connect_timeout=timeout_s, socket_timeout=timeout_s,
+        retry=Retry(NoBackoff(), 0),
+    )  # fmt: skip
+    try:
+        client.ping()
+        version = client.info("server").get("redis_version", "?")
+    except redis.AuthenticationError as exc:
+        detail = f"{where} refused the password ({type(exc).__name__})"
+        return [Row("redis", Status.FAIL, detail, "fix the password in COLABQ_REDIS_URL"),
+                _workers_unchecked()]  # fmt: skip
+    except redis.RedisError as exc:
+        detail = f"cannot reach {where} ({type(exc).__name__}: {_password_free(exc, settings)})"
+        todo = "start Redis (redis-server), or set COLABQ_REDIS_URL to the one that runs"
+        return [Row("redis", Status.FAIL, detail, todo), _workers_unchecked()]
+    reachable = Row("redis", Status.PASS, f"{where} answers (Redis {version})")
+    return [reachable, *worker_rows(client, settings)]
+
+
+def _password_free(exc: BaseException, settings: Settings) -> str:
+    from urllib.parse import urlsplit
+
+    text = " ".join(str(exc).split())[:200]
+    try:
+        password = urlsplit(settings.redis_url).password
+    except ValueError:
+        return text
+    return text.replace(password, "***") if password else text
+
+
+def _workers_unchecked() -> Row:
+    return Row("workers", Status.WARN, "not checked: Redis is unreachable", "fix Redis first")
+
+
+def worker_rows(client: Any, settings: Settings) -> list[Row]:
+    """One row per GPU type: the live workers consuming its queue (as `submit` counts them)."""
+    from worker.records.fleet import count_serving, live_workers
+    from worker.records.keys import Keys
+    from worker.spec import Gpu, queue_for
+
+    keys = Keys(settings.key_prefix)
+    cards = live_workers(client, keys)
+    rows = []
+    for gpu in Gpu:
+        queue = queue_for(gpu, settings.queue_prefix)
+        serving = count_serving(client, keys, queue)
+        names = ", ".join(c.name for c in cards if queue in c.queues)
+        check = f"worker for {gpu.value}"
+        if serving:
+            rows.append(Row(check, Status.PASS, f"{serving} live on {queue}: {names}"))
+        else:
+            todo = f"start one on a worker host: `colabq worker --gpu {gpu.value}`"
+            detail = f"no live worker serves {queue}: {gpu.value} jobs wait queued"
+            rows.append(Row(check, Status.WARN, detail, todo))
+    return rows
+
+
+# --- the Hub ----------------------------------------------------------------------------------
+
+
+def hub_rows(settings: Settings, timeout_s: float) -> list[Row]:
+    """The token file (never its content), then whoami with it at the configured endpoint."""
+    from worker.errors import ColabqError
+    from worker.session.checks import check_token_file
+
+    path = settings.hf_token_file
+    check = "hub token file"
+    if path is None:
+        todo = (
+            "write a Hub write token to a file, `chmod 600` it and set COLABQ_HF_TOKEN_FILE to "
+            "its path (workers read it to write results)"
+        )
+        return [Row(check, Status.WARN, "COLABQ_HF_TOKEN_FILE is not set", todo), _hub_unchecked()]
+    try:
+        check_token_file(path)
+        token = path.read_text(encoding="utf-8").strip()
+    except (ColabqError, OSError, UnicodeDecodeError) as exc:
+        text = exc.advice() if isinstance(exc, ColabqError) else f"{path}: {exc}"
+        return [Row(check, Status.FAIL, text, _token_file_todo(path)), _hub_unchecked()]
+    if not token:
+        return [Row(check, Status.FAIL, f"{path} holds only blanks", "write the token into it"),
+                _hub_unchecked()]  # fmt: skip
+    found = Row(check, Status.PASS, f"{path}: mode 0600, not empty")
+    whoami = bounded(
+        "hub", lambda: [whoami_row(settings, token)], timeout_s,
+        "the Hub does not answer: check COLABQ_HF_ENDPOINT and this host's network",
+    )  # fmt: skip
+    return [found, *(_scrubbed(r, token) for r in whoami)]
+
+
+def _token_file_todo(path: Path) -> str:
+    if not path.exists():
+        return f"write a Hub write token to {path}, then `chmod 600 {path}`"
+    return f"make it a regular file holding only the Hub token, of mode 0600: `chmod 600 {path}`"
+
+
+def _hub_unchecked() -> Row:
+    return Row("hub", Status.WARN, "not checked: no usable token file", "fix the token file first")
+
+
+def whoami_row(settings: Settings, token: str) -> Row:
+    from huggingface_hub import HfApi
+
+    from worker.vm.colabq_sync import describe, http_status
+
+    endpoint = (settings.hf_endpoint or "https://huggingface.co").rstrip("/")
+    try:
+        info = HfApi(endpoint=endpoint, token=token, library_name="colabq").whoami()
+    except Exception as exc:  # the HTTP stack's errors vary with huggingface_hub's version
+        status = http_status(exc)
+        if status in (401, 403):
+            todo = "put a valid write token in COLABQ_HF_TOKEN_FILE"
+            return Row("hub", Status.FAIL, f"{endpoint} refused the token (HTTP {status})", todo)
+        todo = "check COLABQ_HF_ENDPOINT and this host's network"
+        return Row("hub", Status.FAIL, f"cannot ask {endpoint}: {describe(exc, token)}", todo)
+    name = str(info.get("name") or "?")
+    auth = info.get("auth") or {}
+    role = str((auth.get("accessToken") or {}).get("role") or "")
+    detail = f"{endpoint}: the token of {name}" + (f" ({role})" if role else "")
+    if role == "read":
+        todo = "workers write results: use a write (or fine-grained, write-scoped) token"
+        return Row("hub", Status.WARN, f"{detail}: read-only", todo)
+    return Row("hub", Status.PASS, detail)
+
+
+def _scrubbed(row: Row, token: str) -> Row:
+    """The row with the token blanked, should any layer have echoed it."""
+    if token not in row.detail and token not in row.todo:
+        return row
+    return Row(row.check, row.status, row.detail.replace(token, "<token>"),
+               row.todo.replace(token, "<token>"))  # fmt: skip
+
+
+# --- the command ------------------------------------------------------------------------------
+
+
+def diagnose(settings: Settings, timeout_s: float = DEFAULT_TIMEOUT_S) -> list[Row]:
+    """Every row, in a fixed order; the three chains run at once."""
+    with tempfile.TemporaryDirectory(prefix="colabq-doctor-") as tmp:
+        config = Path(tmp) / "colab-sessions.json"
+        chains: list[tuple[str, Callable[[], list[Row]], str]] = [
+            ("colab CLI", lambda: colab_rows(settings, config, timeout_s),
+             "the colab CLI hangs: run `colab version` by hand"),
+            ("redis", lambda: redis_rows(settings, timeout_s),
+             "Redis hangs: check COLABQ_REDIS_URL"),
+            ("hub token file", lambda: hub_rows(settings, timeout_s),
+             "reading the token file hangs: check the file system it is on"),
+        ]  # fmt: skip
+        results: list[list[Row]] = [[] for _ in chains]
+
+        def run(i: int) -> None:
+            check, fn, todo = chains[i]
+            # Each chain is two bounded steps at most.
+            results[i] = bounded(check, fn, 2 * (timeout_s + _GRACE_S) + 1, todo)
+
+        threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    return [row for rows in results for row in rows]
+
+
+_STYLE = {Status.PASS: "green", Status.WARN: "yellow", Status.FAIL: "bold red"}
+
+
+def doctor_table(rows: list[Row]) -> RenderableType:
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title="colabq doctor", title_justify="left")
+    for col in ("check", "status", "detail", "what to do"):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        table.add_row(r.check, Text(r.status.value, _STYLE[r.status]), r.detail, r.todo)
+    return table
+
+
+def verdict(rows: list[Row]) -> str:
+    failed = sum(r.status is Status.FAIL for r in rows)
+    warned = sum(r.status is Status.WARN for r in rows)
+    if failed:
+        return f"Not ready: {failed} check(s) FAIL, {warned} WARN. Fix the FAIL rows first."
+    return f"Ready: no check fails ({warned} WARN)."
+
+
+def doctor(
+    timeout: Annotated[
+        float, typer.Option(min=0.1, help="Seconds each check may take before it FAILs.")
+    ] = DEFAULT_TIMEOUT_S,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json", help='Print {"ok", "checks": [{"check", "status", "detail", "what_to_do"}]}.'
+        ),
+    ] = False,
+) -> None:
+    """Check this host: the colab CLI and its login, Redis, the Hub token, live workers.
+
+    Exits 0 when no check FAILs (WARN rows are allowed), else 1. Every check is bounded by
+    --timeout, so doctor never hangs.
+    """
+    rows = diagnose(load_settings(), timeout)
+    ok = all(r.status is not Status.FAIL for r in rows)
+    if as_json:
+        print(json.dumps({"ok": ok, "checks": [r.to_json() for r in rows]}))
+    else:
+        out.print(doctor_table(rows))
+        out.print(verdict(rows), markup=False, highlight=False)
+    raise typer.Exit(exitcodes.OK if ok else exitcodes.FAILED)

@@ -1,0 +1,178 @@
+"""Job files and the options of `colabq submit`, as one model.
+
+Owns `SubmitOptions`: every `colabq submit` option is a field (the option's name with dashes as
+underscores), so a job file (`colabq submit job.yaml`) and the command line are validated by the
+same model. Unknown keys are refused by name (with the closest known key); flags given on the
+command line override the file. Paths in a job file (`script`, `repo_dir`, `local_store`) are
+relative to the file's folder; the pre-flight's paths (`config`, `reference`, `launch_script`)
+are relative to `repo_dir`, as on the command line. A `sweep:` section is returned apart.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from worker.errors import UserInputError
+
+JOB_FILE_SUFFIXES = (".yaml", ".yml", ".json")
+MAX_JOB_FILE_BYTES = 256 * 1024
+# Keys given as KEY=VALUE pairs on the command line; a job file may give them as a mapping.
+PAIR_KEYS = {"hub_input": "NAME=URI", "explain": "KEY=REASON", "env": "NAME=VALUE"}
+# Keys holding a path that a job file gives relative to its own folder.
+FILE_RELATIVE = ("script", "repo_dir", "local_store")
+
+
+def _scalar_text(v: object) -> object:
+    """YAML reads `wall: 90` as a number: keep it text, so the duration parser says what is
+    wrong with it (a bare number has no unit)."""
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, int | float):
+        return repr(v) if isinstance(v, float) else str(v)
+    return v
+
+
+class SubmitOptions(BaseModel):
+    """What `colabq submit` was asked, before it is checked against the repository."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    script: Path | None = None
+    name: str | None = None
+    gpu: str = "T4"
+    high_mem: bool = False
+    wall: str = "12h"
+    idle: str = "180s"
+    ttl: str | None = None
+    sync_interval: str = "15m"
+    sync: tuple[str, ...] = ()
+    hub_input: tuple[str, ...] = ()
+    hub_repo: str | None = None
+    repo_type: Literal["model", "dataset"] = "model"
+    prefix: str | None = None
+    local_store: Path | None = None
+    expect: tuple[str, ...] = ()
+    budget: float = Field(default=0.0, ge=0)
+    commit: str | None = None
+    idempotency_key: str | None = None
+    repo_dir: Path = Path(".")
+    config: Path | None = None
+    reference: Path | None = None
+    explain: tuple[str, ...] = ()
+    launch_script: Path | None = None
+    epochs: float | None = Field(default=None, gt=0)
+    seconds_per_epoch: float | None = Field(default=None, gt=0)
+    waive: tuple[str, ...] = ()
+    resume_from: str | None = None
+    max_restarts: int = Field(default=0, ge=0, le=20)
+    tracker: Literal["wandb", "mlflow", "none"] | None = None
+    allow_same_run: bool = False
+    env: tuple[str, ...] = ()
+
+    @field_validator("wall", "idle", "ttl", "sync_interval", "gpu", "name", mode="before")
+    @classmethod
+    def _text(cls, v: object) -> object:
+        return _scalar_text(v)
+
+    @field_validator("sync", "expect", "waive", mode="before")
+    @classmethod
+    def _list(cls, v: object) -> object:
+        return [v] if isinstance(v, str) else v
+
+    @field_validator("hub_input", "explain", "env", mode="before")
+    @classmethod
+    def _pairs(cls, v: object) -> object:
+        if isinstance(v, Mapping):
+            return [f"{k}={_scalar_text(x)}" for k, x in v.items()]
+        return [v] if isinstance(v, str) else v
+
+
+FIELDS = tuple(SubmitOptions.model_fields)
+
+
+def option_name(key: str) -> str:
+    """The command-line spelling of a key: `hub_repo` -> `--hub-repo`."""
+    return "--" + key.replace("_", "-")
+
+
+def options_error(exc: ValidationError, where: str) -> UserInputError:
+    """The first problem of a ValidationError as one line naming the key (or option)."""
+    err = exc.errors()[0]
+    loc = [str(p) for p in err["loc"]]
+    key = loc[0] if loc else "?"
+    if err["type"] == "extra_forbidden":
+        close = difflib.get_close_matches(key.replace("-", "_"), FIELDS, n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        return UserInputError(
+            f"{where}: unknown key {key!r}{hint}. Keys are the `colabq submit` options with "
+            "dashes as underscores (`colabq submit --help`)."
+        )
+    shown = key if where != "command line" else option_name(key)
+    msg = str(err["msg"]).removeprefix("Value error, ")
+    if err["type"] in ("finite_number", "float_parsing"):
+        msg = "must be a finite number"
+    return UserInputError(f"{where}: {shown}: {msg}.")
+
+
+def validate(values: Mapping[str, Any], where: str) -> SubmitOptions:
+    try:
+        return SubmitOptions.model_validate(dict(values))
+    except ValidationError as exc:
+        raise options_error(exc, where) from None
+
+
+def read_job_file(path: Path) -> tuple[dict[str, Any], dict[str, list[Any]]]:
+    """(the job's keys, its `sweep:` grid) from a YAML or JSON file; paths made absolute."""
+    import yaml
+
+    shown = str(path)
+    if not path.is_file():
+        raise UserInputError(f"Job file '{shown}' not found: pass a YAML job file or a script.")
+    if path.stat().st_size > MAX_JOB_FILE_BYTES:
+        raise UserInputError(f"Job file '{shown}' is over 256 KiB: is it really a job file?")
+    try:
+        text = path.read_text()
+    except UnicodeDecodeError:
+        raise UserInputError(f"Job file '{shown}' is not UTF-8 text.") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise UserInputError(f"Job file '{shown}' is not valid YAML{where}.") from None
+    if not isinstance(data, dict):
+        raise UserInputError(
+            f"Job file '{shown}' must be a mapping of keys (script: train.sh, name: ...)."
+        )
+    for key in data:
+        if not isinstance(key, str):
+            raise UserInputError(f"Job file '{shown}': key {key!r} is not text.")
+    sweep = data.pop("sweep", None) or {}
+    if not isinstance(sweep, dict) or not all(isinstance(v, list) and v for v in sweep.values()):
+        raise UserInputError(
+            f"Job file '{shown}': sweep must map keys to non-empty lists "
+            "(sweep: {{env.LR: [1e-4, 3e-4]}})."
+        )
+    base = path.resolve().parent
+    for key in FILE_RELATIVE:
+        if isinstance(data.get(key), str):
+            data[key] = str(base / data[key])
+    validate(data, f"Job file '{shown}'")  # fail on the file alone, before any flag
+    return data, {str(k): list(v) for k, v in sweep.items()}
+
+
+def is_job_file(path: Path) -> bool:
+    return path.suffix.lower() in JOB_FILE_SUFFIXES
+
+
+def finite(option: str, value: float | None) -> float | None:
+    """Typer parses `--epochs nan` as a float: refuse what is not a finite number."""
+    if value is not None and not math.isfinite(value):
+        raise UserInputError(f"{option} {value}: must be a finite number.")
+    return value

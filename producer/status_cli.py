@@ -1,0 +1,303 @@
+"""`colabq status`: the job list (filters, pages, a live view) or one job, with its held GPU
+time and compute units; `status JOB` exits with the job's outcome (`exitcodes.for_state`).
+
+Owns the command's options, its connection and the live view. What the list holds and how it is
+read fast is `producer.joblist`'s; the drawing is `producer.render`'s. Start-up matters: this
+module imports only Typer at load time, and the command never imports Celery or
+`worker.session` (so not `worker.deps` either: it builds its Redis client itself).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+
+import typer
+
+from producer.clictx import JsonOpt, load_settings, out
+from worker.errors import BrokerUnavailable, LedgerError, UserInputError
+
+if TYPE_CHECKING:
+    from rich.console import RenderableType
+
+    from producer.joblist import Filters, Listing
+    from worker.records.ledger import HistoryEntry, JobRecord, Ledger
+    from worker.settings import Settings
+
+T = TypeVar("T")
+DEFAULT_LIMIT = 30
+
+
+class DamagedJob(LedgerError):
+    """A job's record cannot be read (bad JSON, an unknown state, a field missing)."""
+
+    def __init__(self, job_id: str, problem: str, key: str) -> None:
+        super().__init__(
+            f"Job {job_id}'s record is damaged ({problem}); `colabq status` lists it as DAMAGED."
+        )
+        self.job_id, self.problem = job_id, problem
+        self.hint = f"Inspect it with `redis-cli HGETALL {key}`."
+
+
+JobOpt = Annotated[
+    str | None, typer.Argument(help="A job id (a unique prefix is enough); omit for the list.")
+]
+StateOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--state",
+        "-s",
+        help="Only jobs in this state (any case; repeatable), or a group: live, ended, failed.",
+    ),
+]
+RunOpt = Annotated[
+    str | None, typer.Option(help="Only runs whose name matches this glob, e.g. 'coco-*'.")
+]
+SinceOpt = Annotated[
+    str | None,
+    typer.Option(help="Only jobs submitted in the last 2h, 3d... or since a date (2026-05-01)."),
+]
+MineOpt = Annotated[bool, typer.Option("--mine", help="Only jobs you submitted from this host.")]
+LimitOpt = Annotated[int, typer.Option(help="Jobs per page.")]
+PageOpt = Annotated[int, typer.Option(help="Which page, 1 being the newest jobs.")]
+WatchOpt = Annotated[
+    bool,
+    typer.Option(
+        "--watch",
+        "-w",
+        help="Redraw live until Ctrl-C; for one job, until it ends (then exit as it ended).",
+    ),
+]
+EveryOpt = Annotated[float, typer.Option(help="Seconds between redraws with --watch.")]
+
+
+def status(
+    job: JobOpt = None,
+    state: StateOpt = None,
+    run: RunOpt = None,
+    since: SinceOpt = None,
+    mine: MineOpt = False,
+    limit: LimitOpt = DEFAULT_LIMIT,
+    page: PageOpt = 1,
+    watch: WatchOpt = False,
+    every: EveryOpt = 2.0,
+    as_json: JsonOpt = False,
+) -> None:
+    """The jobs (newest first), or one job's states, reasons, GPU time and final report.
+
+    `status JOB` exits as the job ended: 0 SUCCEEDED, 9 not over yet (README: exit codes)."""
+    if limit < 1 or page < 1:
+        raise UserInputError("--limit and --page are 1 or more.")
+    if every <= 0:
+        raise UserInputError("--every is a number of seconds above 0, e.g. 2.")
+    if watch and as_json:
+        raise UserInputError("--watch draws a live table: drop --json (or poll `--json`).")
+    if job is not None and (state or run or since or mine or page != 1 or limit != DEFAULT_LIMIT):
+        raise UserInputError(
+            "--state, --run, --since, --mine, --limit and --page filter the list: "
+            f"drop them, or drop {job!r}."
+        )
+    if job is not None:
+        settings = load_settings()
+        _one_job(settings, _client(settings), job, watch=watch, every_s=every, as_json=as_json)
+        return
+    args = _ListArgs.of(state or [], run, since, mine, limit, page)  # checked before connecting
+    settings = load_settings()
+    client = _client(settings)
+    if as_json:
+        print(json.dumps(_list_json(settings, client, args)))
+    elif watch:
+        _live(lambda: (_list_view(settings, client, args), False), every)
+    else:
+        out.print(_list_view(settings, client, args))
+
+
+@dataclass(frozen=True)
+class _ListArgs:
+    """The list's options as typed (checked once, before Redis is asked anything)."""
+
+    states: tuple[str, ...]
+    run: str | None
+    since: str | None
+    mine: bool
+    limit: int
+    page: int
+    state_set: frozenset[str] | None
+    user: str | None
+
+    @classmethod
+    def of(
+        cls, states: Sequence[str], run: str | None, since: str | None, mine: bool, limit: int,
+        page: int,
+    ) -> _ListArgs:  # fmt: skip
+        from producer import joblist
+
+        if since is not None:
+            joblist.parse_since(since, time.time())
+        user = joblist.whoami() if mine else None
+        return cls(tuple(states), run, since, mine, limit, page, joblist.parse_states(states), user)
+
+    def filters(self, now: float) -> Filters:
+        """`--since 2h` slides with the clock of a live view."""
+        from producer.joblist import Filters, parse_since
+
+        when = None if self.since is None else parse_since(self.since, now)
+        return Filters(self.state_set, self.run, when, self.user)
+
+    def next_page(self) -> str:
+        argv = ["colabq", "status"]
+        for s in self.states:
+            argv += ["--state", s]
+        for name, value in (("--run", self.run), ("--since", self.since)):
+            if value is not None:
+                argv += [name, value]
+        argv += ["--mine"] if self.mine else []
+        argv += ["--limit", str(self.limit)] if self.limit != DEFAULT_LIMIT else []
+        return shlex.join([*argv, "--page", str(self.page + 1)])
+
+
+def _listing(settings: Settings, client: Any, args: _ListArgs, now: float) -> Listing:
+    from producer.joblist import read_listing
+    from worker.records.keys import Keys
+
+    keys, filters = Keys(settings.key_prefix), args.filters(now)
+    return _reading(
+        settings, lambda: read_listing(client, keys, filters, limit=args.limit, page=args.page)
+    )
+
+
+def _list_view(settings: Settings, client: Any, args: _ListArgs) -> RenderableType:
+    from producer import render
+
+    now = time.time()
+    listing = _listing(settings, client, args, now)
+    return render.jobs_table(listing, now, next_page=args.next_page())
+
+
+def _list_json(settings: Settings, client: Any, args: _ListArgs) -> list[dict[str, Any]]:
+    from producer import render
+
+    now = time.time()
+    listing = _listing(settings, client, args, now)
+    return [render.row_json(r, listing.short[r.job_id], now) for r in listing.rows]
+
+
+def _one_job(
+    settings: Settings, client: Any, job: str, *, watch: bool, every_s: float, as_json: bool
+) -> None:
+    from producer import exitcodes, render
+    from worker.states import TERMINAL
+
+    ledger = _ledger(settings, client)
+    job_id = _reading(settings, lambda: ledger.find_by_prefix(job))
+    if as_json:
+        rec, history = _read_job(settings, ledger, job_id)
+        data = render.job_json(rec, history)
+        data["id"] = _short_id(settings, ledger, job_id)
+        print(json.dumps(data))
+        raise typer.Exit(exitcodes.for_state(rec.state))
+    last: list[JobRecord] = []  # the record drawn last: its state is the exit code
+
+    def draw() -> tuple[RenderableType, bool]:
+        rec, history = _read_job(settings, ledger, job_id)
+        last[:] = [rec]
+        return render.job_detail(rec, history), rec.state in TERMINAL
+
+    if watch:
+        if not _live(draw, every_s):
+            return  # Ctrl-C: the job goes on; nothing to report about its outcome
+    else:
+        out.print(draw()[0])
+    raise typer.Exit(exitcodes.for_state(last[0].state))
+
+
+def _read_job(
+    settings: Settings, ledger: Ledger, job_id: str
+) -> tuple[JobRecord, list[HistoryEntry]]:
+    """The record and history, or DamagedJob (one line) when they cannot be decoded."""
+    import redis
+
+    try:
+        return ledger.get(job_id), ledger.history(job_id)
+    except (redis.ConnectionError, redis.TimeoutError) as exc:
+        raise BrokerUnavailable(settings.redis_url, type(exc).__name__) from None
+    # A JobNotFound is a LookupError, none of these. A ResponseError: a key of another type.
+    except (KeyError, ValueError, TypeError, redis.ResponseError) as exc:
+        raise DamagedJob(job_id, _problem(exc), ledger.keys.job(job_id)) from None
+
+
+def _problem(exc: Exception) -> str:
+    if isinstance(exc, KeyError):
+        return f"no {exc.args[0]!s} field"
+    if isinstance(exc, json.JSONDecodeError):
+        return "a field is not JSON"
+    first = (str(exc).splitlines() or [type(exc).__name__])[0]
+    return first[:120]
+
+
+def _short_id(settings: Settings, ledger: Ledger, job_id: str) -> str:
+    from producer.joblist import short_ids
+
+    known = _reading(settings, lambda: ledger.r.zrange(ledger.keys.jobs(), 0, -1))
+    return short_ids((i.decode() for i in known), [job_id])[job_id]
+
+
+def _live(draw: Callable[[], tuple[RenderableType, bool]], every_s: float) -> bool:
+    """Redraw every `every_s` until `draw` says done (True) or Ctrl-C (False)."""
+    from rich.live import Live
+
+    try:
+        with Live(console=out, auto_refresh=False) as live:
+            while True:
+                view, done = draw()
+                live.update(view, refresh=True)
+                if done:
+                    return True
+                time.sleep(every_s)
+    except KeyboardInterrupt:
+        return False
+    finally:
+        if not out.is_terminal:
+            out.line()  # Live ends a view written to a pipe or file without one
+
+
+def _reading(settings: Settings, fn: Callable[[], T]) -> T:
+    """`fn()`, with Redis failing mid-way as one line (exit 3), never a traceback."""
+    import redis
+
+    try:
+        return fn()
+    except (redis.ConnectionError, redis.TimeoutError) as exc:
+        raise BrokerUnavailable(settings.redis_url, type(exc).__name__) from None
+    except redis.RedisError as exc:  # e.g. an ACL that forbids a command
+        raise LedgerError(f"Redis refused a read: {str(exc).splitlines()[0]}.") from None
+
+
+def _client(settings: Settings) -> Any:
+    """A Redis client that answers now (`worker.deps.connect_ledger`'s, without importing
+    `worker.deps`, which loads the session and Colab modules this command never needs)."""
+    import redis
+
+    client = redis.Redis.from_url(
+        settings.redis_url, socket_connect_timeout=5, socket_timeout=30, health_check_interval=30
+    )
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        raise BrokerUnavailable(settings.redis_url, type(exc).__name__) from None
+    return client
+
+
+def _ledger(settings: Settings, client: Any) -> Ledger:
+    from worker.clock import SystemClock
+    from worker.records.keys import Keys
+    from worker.records.ledger import Ledger
+
+    return Ledger(
+        client, SystemClock(), Keys(settings.key_prefix),
+        log_maxlen=settings.log_stream_maxlen, retention_s=settings.retention_s,
+    )  # fmt: skip

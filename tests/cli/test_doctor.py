@@ -1,0 +1,241 @@
+"""`colabq doctor` against the Colab emulator (`ops/colab`), the local Hub server and the real
+Redis: every check PASSes on a ready host, and each broken part is one FAIL row (never a
+traceback, never the token), with exit 1; WARN rows alone exit 0; a hung call is cut short.
+"""
+
+from __future__ import annotations
+
+import json
+import stat
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+from typer.testing import CliRunner
+
+from producer import exitcodes
+from producer.broker import free_port
+from producer.cli import app
+from tests.cli.training_repo import QUIET_ENV
+from tests.hub import conftest as hub_conftest
+from tests.hub.conftest import Hub
+from worker.records.fleet import WorkerCard, publish
+from worker.records.keys import Keys
+from worker.spec import Gpu, queue_for
+
+_client_env = hub_conftest._client_env
+make_hub = hub_conftest.make_hub
+hub = hub_conftest.hub
+
+OPS = Path(__file__).resolve().parents[2] / "ops"
+EMULATOR = OPS / "colab"
+if str(OPS) not in sys.path:
+    sys.path.insert(0, str(OPS))
+
+from colab_emulator import admin  # noqa: E402
+from colab_emulator.faults import set_fault  # noqa: E402
+
+runner = CliRunner()
+CLI_CHECKS = ["colab CLI", "colab login", "redis"]
+GPU_CHECKS = [f"worker for {g.value}" for g in Gpu]
+HUB_CHECKS = ["hub token file", "hub"]
+
+
+@pytest.fixture
+def token_file(tmp_path: Path, hub: Hub) -> Path:
+    path = tmp_path / "secrets" / "hf_token"
+    path.parent.mkdir()
+    path.write_text(hub.tokens["alice_write"] + "\n")
+    path.chmod(0o600)
+    return path
+
+
+@pytest.fixture
+def emu_home(tmp_path: Path) -> Iterator[Path]:
+    home = tmp_path / "emu"
+    yield home
+    assert admin.main(["--home", str(home), "kill-all"]) == 0
+
+
+@pytest.fixture
+def env(
+    redis_url: str, key_prefix: str, tmp_path: Path, hub: Hub, token_file: Path, emu_home: Path
+) -> dict[str, str | None]:
+    (tmp_path / "home").mkdir()
+    return {
+        **QUIET_ENV,
+        "COLABQ_REDIS_URL": redis_url,
+        "COLABQ_KEY_PREFIX": key_prefix,
+        "COLABQ_QUEUE_PREFIX": f"{key_prefix}.",
+        "COLABQ_COLAB_BIN": str(EMULATOR),
+        "COLABQ_HF_TOKEN_FILE": str(token_file),
+        "COLABQ_HF_ENDPOINT": hub.url,
+        "COLABQ_BUDGET_FLOOR_UNITS": None,
+        "HOME": str(tmp_path / "home"),
+        "COLAB_EMU_HOME": str(emu_home),
+        "COLUMNS": "200",
+    }
+
+
+@pytest.fixture
+def workers(redis_client: redis.Redis, key_prefix: str) -> Iterator[list[str]]:
+    """A live worker card per GPU type, as running workers keep them."""
+    keys, now = Keys(key_prefix), time.time()
+    names = []
+    for gpu in Gpu:
+        name = f"w-{gpu.value.lower()}@host1"
+        queue = queue_for(gpu, f"{key_prefix}.")
+        publish(
+            redis_client, keys, WorkerCard(name, "host1", (gpu.value,), (queue,), None, now, now)
+        )
+        names.append(name)
+    yield names
+    for key in redis_client.scan_iter(f"{key_prefix}:*"):
+        redis_client.delete(key)
+
+
+def doctor(env: dict[str, str | None], *args: str) -> tuple[int, dict[str, dict[str, str]], str]:
+    """(exit code, the rows by check name, all output) of `colabq doctor --json`."""
+    result = runner.invoke(app, ["doctor", "--json", *args], env=env)
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.output
+    assert "Traceback" not in result.output
+    data = json.loads(result.stdout)
+    rows = {row["check"]: row for row in data["checks"]}
+    assert set(rows["colab CLI"]) == {"check", "status", "detail", "what_to_do"}
+    assert data["ok"] is (result.exit_code == 0)
+    return result.exit_code, rows, result.output
+
+
+def statuses(rows: dict[str, dict[str, str]]) -> dict[str, str]:
+    return {name: row["status"] for name, row in rows.items()}
+
+
+def test_a_ready_host_passes_every_check(
+    env: dict[str, str | None], workers: list[str], hub: Hub
+) -> None:
+    code, rows, output = doctor(env)
+    assert code == exitcodes.OK
+    assert list(rows) == CLI_CHECKS + GPU_CHECKS + HUB_CHECKS
+    assert set(statuses(rows).values()) == {"PASS"}, rows
+    assert "version 0.7.4" in rows["colab CLI"]["detail"]
+    assert "balance 100.00 compute units" in rows["colab login"]["detail"]
+    assert "the token of alice (write)" in rows["hub"]["detail"]
+    for name, gpu in zip(workers, Gpu, strict=True):
+        assert name in rows[f"worker for {gpu.value}"]["detail"]
+    assert hub.tokens["alice_write"] not in output
+
+    table = runner.invoke(app, ["doctor"], env=env)
+    assert table.exit_code == exitcodes.OK, table.output
+    assert "Ready: no check fails" in table.stdout
+    assert "FAIL" not in table.stdout
+
+
+def test_without_live_workers_it_warns_and_still_exits_0(env: dict[str, str | None]) -> None:
+    code, rows, _ = doctor(env)
+    assert code == exitcodes.OK
+    for check in GPU_CHECKS:
+        assert rows[check]["status"] == "WARN"
+        gpu = check.removeprefix("worker for ")
+        assert f"colabq worker --gpu {gpu}" in rows[check]["what_to_do"]
+
+
+def test_a_missing_colab_cli_fails(env: dict[str, str | None], tmp_path: Path) -> None:
+    env["COLABQ_COLAB_BIN"] = str(tmp_path / "no-such-colab")
+    code, rows, _ = doctor(env)
+    assert code == exitcodes.FAILED
+    assert rows["colab CLI"]["status"] == "FAIL"
+    assert "not found" in rows["colab CLI"]["detail"]
+    assert "google-colab-cli==0.7.4" in rows["colab CLI"]["what_to_do"]
+    assert rows["colab login"]["status"] == "WARN"
+    assert rows["redis"]["status"] == "PASS"
+
+
+def test_another_colab_version_fails(env: dict[str, str | None], tmp_path: Path) -> None:
+    # The emulator speaks 0.7.4 only: this stand-in answers `version` as a newer release would
+    # and hands every other command to the emulator.
+    other = tmp_path / "colab-0.7.5"
+    other.write_text(
+        "#!/usr/bin/env bash\n"
+        'for a in "$@"; do [ "$a" = version ] && { echo "Version: 0.7.5"; exit 0; }; done\n'
+        f'exec "{EMULATOR}" "$@"\n'
+    )
+    other.chmod(other.stat().st_mode | stat.S_IXUSR)
+    env["COLABQ_COLAB_BIN"] = str(other)
+    code, rows, _ = doctor(env)
+    assert code == exitcodes.FAILED
+    assert rows["colab CLI"]["status"] == "FAIL"
+    assert "0.7.5" in rows["colab CLI"]["detail"]
+    assert "0.7.4" in rows["colab CLI"]["what_to_do"]
+    assert rows["colab login"]["status"] == "PASS"  # the account itself is fine
+
+
+def test_a_colab_cli_not_logged_in_fails(env: dict[str, str | None], emu_home: Path) -> None:
+    set_fault(emu_home, "auth", fail=True)
+    code, rows, _ = doctor(env)
+    assert code == exitcodes.FAILED
+    assert rows["colab CLI"]["status"] == "PASS"
+    assert rows["colab login"]["status"] == "FAIL"
+    assert "not logged in" in rows["colab login"]["detail"]
+    assert "colab usage" in rows["colab login"]["what_to_do"]
+
+
+def test_an_empty_account_warns(env: dict[str, str | None], emu_home: Path) -> None:
+    assert admin.main(["--home", str(emu_home), "set-balance", "0"]) == 0
+    code, rows, _ = doctor(env)
+    assert rows["colab login"]["status"] == "WARN"
+    assert "at or below the floor" in rows["colab login"]["detail"]
+    assert code == exitcodes.OK
+
+
+def test_a_hung_colab_call_is_cut_short(env: dict[str, str | None], emu_home: Path) -> None:
+    set_fault(emu_home, "usage", hang=True)
+    started = time.monotonic()
+    code, rows, _ = doctor(env, "--timeout", "1")
+    assert time.monotonic() - started < 15
+    assert code == exitcodes.FAILED
+    assert rows["colab login"]["status"] == "FAIL"
+    assert "ran past 1 s" in rows["colab login"]["detail"]
+
+
+def test_redis_down_is_a_fail_row(env: dict[str, str | None]) -> None:
+    env["COLABQ_REDIS_URL"] = f"redis://:s3cret-pw@127.0.0.1:{free_port()}/0"
+    code, rows, output = doctor(env)
+    assert code == exitcodes.FAILED
+    assert rows["redis"]["status"] == "FAIL"
+    assert "cannot reach redis://:***@127.0.0.1:" in rows["redis"]["detail"]
+    assert rows["workers"]["status"] == "WARN"
+    assert "s3cret-pw" not in output
+    assert rows["colab CLI"]["status"] == "PASS"
+
+
+def test_a_token_file_readable_by_others_fails(
+    env: dict[str, str | None], token_file: Path, hub: Hub
+) -> None:
+    token_file.chmod(0o644)
+    code, rows, output = doctor(env)
+    assert code == exitcodes.FAILED
+    assert rows["hub token file"]["status"] == "FAIL"
+    assert "mode 0644" in rows["hub token file"]["detail"]
+    assert f"chmod 600 {token_file}" in rows["hub token file"]["what_to_do"]
+    assert rows["hub"]["status"] == "WARN"
+    assert hub.tokens["alice_write"] not in output
+
+
+def test_a_token_the_hub_refuses_fails(env: dict[str, str | None], token_file: Path) -> None:
+    token_file.write_text("hf_unknown_token_0123456789")
+    code, rows, output = doctor(env)
+    assert code == exitcodes.FAILED
+    assert rows["hub token file"]["status"] == "PASS"
+    assert rows["hub"]["status"] == "FAIL"
+    assert "refused the token (HTTP 401)" in rows["hub"]["detail"]
+    assert "hf_unknown_token_0123456789" not in output
+
+
+def test_a_read_only_token_warns(env: dict[str, str | None], token_file: Path, hub: Hub) -> None:
+    token_file.write_text(hub.tokens["alice_read"])
+    _, rows, _ = doctor(env)
+    assert rows["hub"]["status"] == "WARN"
+    assert "read-only" in rows["hub"]["detail"]
