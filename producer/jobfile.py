@@ -127,6 +127,20 @@ def validate(values: Mapping[str, Any], where: str) -> SubmitOptions:
         raise options_error(exc, where) from None
 
 
+def merge_flags(fields: Mapping[str, Any], typed: Mapping[str, Any]) -> dict[str, Any]:
+    """The job file's keys with the flags typed on top: a flag replaces its key, except the
+    NAME=VALUE keys (env, hub_input, explain), where a flag replaces only the names it gives."""
+    merged = dict(fields)
+    for key, value in typed.items():
+        if key in PAIR_KEYS and key in merged:
+            pairs = validate({key: merged[key]}, "job file").model_dump()[key]
+            given = {str(v).partition("=")[0] for v in value}
+            merged[key] = [p for p in pairs if p.partition("=")[0] not in given] + list(value)
+        else:
+            merged[key] = value
+    return merged
+
+
 def read_job_file(path: Path) -> tuple[dict[str, Any], dict[str, list[Any]]]:
     """(the job's keys, its `sweep:` grid) from a YAML or JSON file; paths made absolute."""
     import yaml

@@ -60,7 +60,9 @@ def _row_state(row: JobRow) -> Text:
     return Text("DAMAGED", style="bold red") if row.state is None else _state(row.state)
 
 
-def jobs_table(listing: Listing, now: float, *, next_page: str | None = None) -> RenderableType:
+def jobs_table(
+    listing: Listing, now: float, *, next_page: str | None = None, width: int = 80
+) -> RenderableType:
     """One line per job in 80 columns: short ids, long run and worker names cut with an
     ellipsis; a footer with how many are shown of how many matched, and the next page."""
     if not listing.rows:
@@ -73,13 +75,45 @@ def jobs_table(listing: Listing, now: float, *, next_page: str | None = None) ->
             col, justify="right" if numeric else "left", no_wrap=not flexible,
             overflow="ellipsis", max_width=18 if col == "worker" else None,
         )  # fmt: skip
-    for row in listing.rows:
-        held = _held_ever(row.fields)
-        t.add_row(
-            listing.short[row.job_id], row.run, _row_state(row), row.gpu, row.worker or "-",
-            _age(row.elapsed_s(now)), _units(row.cu(now)) if held else "-",
-        )  # fmt: skip
+    cells: list[list[str | Text]] = [
+        [
+            listing.short[row.job_id],
+            row.run,
+            _row_state(row),
+            row.gpu,
+            (row.worker or "-")[:18],
+            _age(row.elapsed_s(now)),
+            _units(row.cu(now)) if _held_ever(row.fields) else "-",
+        ]
+        for row in listing.rows
+    ]
+    # The run column gets what the others leave of the width (80 at least fits), cut in the
+    # middle: a sweep's points differ at the end of their names (`...-lr0.05-seed1`).
+    others = sum(
+        max(len(col), *(len(c[i]) for c in cells))
+        for i, col in enumerate(LIST_COLUMNS)
+        if col != "run"
+    )
+    room = max(12, width - others - 2 * (len(LIST_COLUMNS) - 1))
+    for c in cells:
+        c[1] = _middle(str(c[1]), room)
+        t.add_row(*c)
     return Group(t, Text(_footer(listing, next_page), style="dim"))
+
+
+def console_width() -> int:
+    """The terminal's width as Rich sees it (COLUMNS, the tty, else 80)."""
+    from rich.console import Console
+
+    return Console().width
+
+
+def _middle(text: str, width: int) -> str:
+    """`text` in at most `width` characters, an ellipsis in its middle."""
+    if len(text) <= width:
+        return text
+    head = (width - 1) // 2
+    return text[:head] + "…" + text[len(text) - (width - 1 - head) :]
 
 
 def _footer(listing: Listing, next_page: str | None) -> str:

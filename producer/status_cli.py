@@ -175,7 +175,8 @@ def _list_view(settings: Settings, client: Any, args: _ListArgs) -> RenderableTy
 
     now = time.time()
     listing = _listing(settings, client, args, now)
-    return render.jobs_table(listing, now, next_page=args.next_page())
+    width = max(80, render.console_width())
+    return render.jobs_table(listing, now, next_page=args.next_page(), width=width)
 
 
 def _list_json(settings: Settings, client: Any, args: _ListArgs) -> list[dict[str, Any]]:

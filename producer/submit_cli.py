@@ -136,7 +136,7 @@ def submit(
     are relative to --repo-dir. In a job file, script, repo_dir and local_store are relative to
     the file; flags given here override its keys.
     """
-    from producer.jobfile import is_job_file, read_job_file, validate
+    from producer.jobfile import is_job_file, merge_flags, read_job_file, validate
     from producer.sweep import Point, expand, parse_sweep_flags
 
     typed = {
@@ -150,7 +150,7 @@ def submit(
         where = f"Job file '{target}'" if not typed else f"Job file '{target}' with flags"
     else:
         fields, grid, where = {"script": str(target)}, {}, "command line"
-    fields.update(typed)
+    fields = merge_flags(fields, typed)
     grid = {**grid, **parse_sweep_flags(sweep or ())}
     opts = validate(fields, where)
     if opts.script is None:

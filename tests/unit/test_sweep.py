@@ -106,3 +106,13 @@ def test_a_job_files_env_mapping_keeps_its_values_in_every_point() -> None:
     assert [sorted(p.options.env) for p in points] == [
         ["CODE_SUBDIR=examples/x", "LR=1", f"SEED={s}"] for s in (0, 1)
     ]
+
+
+def test_flags_replace_keys_but_add_to_name_value_pairs() -> None:
+    from producer.jobfile import merge_flags
+
+    fields = {**BASE, "gpu": "L4", "env": {"A": 1, "B": 2}, "sync": ["ckpt"]}
+    merged = merge_flags(fields, {"gpu": "T4", "env": ("B=3", "C=4"), "sync": ("out",)})
+    opts = validate(merged, "t")
+    assert opts.gpu == "T4" and opts.sync == ("out",)
+    assert opts.env == ("A=1", "B=3", "C=4")
