@@ -13,6 +13,7 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -339,13 +340,27 @@ def test_watching_the_list_redraws_until_ctrl_c_then_exits_0(
         if select.select([main], [], [], 0.5)[0]:
             seen += os.read(main, 65536)
     assert seen.count(short) >= 3, seen.decode(errors="replace")
+    # Keep reading the terminal until the process is gone: a full terminal buffer would block
+    # its last redraw (a real terminal always reads).
+    draining = threading.Thread(target=_drain, args=(main, proc), daemon=True)
+    draining.start()
     proc.send_signal(signal.SIGINT)
-    while proc.poll() is None and select.select([main], [], [], 0.5)[0]:
-        with contextlib.suppress(OSError):
-            os.read(main, 65536)
-    assert proc.wait(timeout=20) == 0
+    try:
+        code = proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        draining.join(timeout=5)
+        os.close(main)
+    assert code == 0
     assert proc.stderr is not None and "Traceback" not in proc.stderr.read()
-    os.close(main)
+
+
+def _drain(fd: int, proc: subprocess.Popen[str]) -> None:
+    while proc.poll() is None:
+        with contextlib.suppress(OSError, ValueError):
+            if select.select([fd], [], [], 0.2)[0]:
+                os.read(fd, 65536)
 
 
 def test_watching_a_job_ends_with_it_and_its_exit_code(env: dict[str, str], ledger: Ledger) -> None:

@@ -74,6 +74,17 @@ def wait_up(url: str) -> None:
     raise AssertionError("flower did not start")
 
 
+def wait_events(url: str) -> None:
+    """Until Flower's event consumer has seen the fleet's worker (its heartbeats): a job sent
+    before that would have its task-received event, and with it its args, missed."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if any(w.get("status") for w in get(f"{url}/workers?json=1").get("data", [])):
+            return
+        time.sleep(0.5)
+    raise AssertionError("flower saw no worker event")
+
+
 def stop(proc: subprocess.Popen[bytes]) -> None:
     proc.terminate()  # Flower saves its state on a clean stop
     try:
@@ -89,6 +100,7 @@ def flower(fleet: Fleet) -> Iterator[str]:
     proc = start_flower(fleet, port)
     url = f"http://127.0.0.1:{port}"
     wait_up(url)
+    wait_events(url)
     try:
         yield url
     finally:
