@@ -1,8 +1,8 @@
 """The `colabq` command: thin Typer commands over the producer's and worker's plain functions.
 
-Exit codes: 0 success; 1 a known error (the job failed, a check failed, a release unverified);
-2 bad input (nothing was changed); 3 Redis unreachable; 4 no such job. A known error prints one
-line on stderr and never a traceback.
+Exit codes are one table, `producer/exitcodes.py` (the README prints it): a known error exits
+with its code, and `status JOB`, `logs -f` and `adopt` with the job's outcome. A known error
+prints one line on stderr and never a traceback.
 """
 
 from __future__ import annotations

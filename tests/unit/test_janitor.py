@@ -3,6 +3,7 @@ in a pass, and what it must leave alone."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 import fakeredis
@@ -207,6 +208,10 @@ def test_pass_settles_an_expired_job_whose_session_is_gone(ledger: Ledger) -> No
     rec = ledger.get(job_id)
     assert rec.state is S.SUCCEEDED and rec.owner != "w1" and rec.get("exit_code") == "0"
     assert [h.state for h in ledger.history(job_id)][-2:] == [S.RELEASING, S.SUCCEEDED]
+    # The janitor's report counts what was held too: from the endpoint to the settlement.
+    settled = json.loads(rec.get("report") or "{}")
+    assert settled["duration"]["held_s"] == 60.0
+    assert settled["compute_units"]["units"] == round(1.76 * 60 / 3600, 4)
 
 
 def test_pass_leaves_a_session_to_its_live_watchdog(ledger: Ledger) -> None:

@@ -38,3 +38,19 @@ def held_s(fields: Mapping[str, str | None], now: float) -> float:
     if since:
         total += max(now - float(since), 0.0)
     return total
+
+
+def costs(
+    gpu: str, created_at: float, fields: Mapping[str, str | None], now: float
+) -> dict[str, object]:
+    """The final report's `duration` (submission to `now`, and the GPU held) and
+    `compute_units` (that held time at the GPU's rate), from a job's record."""
+    held = held_s(fields, now)
+    return {
+        "duration": {"total_s": round(now - created_at, 1), "held_s": round(held, 1)},
+        "compute_units": {
+            "units": round(units(gpu, held) or 0.0, 4),
+            "gpu": gpu,
+            "rate_per_hour": rate_per_hour(gpu),
+        },
+    }

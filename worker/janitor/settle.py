@@ -13,6 +13,7 @@ import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from worker.colab import rates
 from worker.errors import ColabqError
 from worker.records.ledger import JobRecord, Ledger
 from worker.spec import JobSpec
@@ -98,6 +99,7 @@ def settle_job(ledger: Ledger, job_id: str, s: Settlement, location: str) -> boo
             "endpoint": rec.get("endpoint"),
             "runtime": "released (verified gone by its watchdog)",
             "remaining_endpoint": None,
+            **rates.costs(rec.spec.gpu.value, rec.created_at, rec.fields, ledger.clock.time()),
             "next_action": "none" if s.state is JobState.SUCCEEDED else "read the log; resubmit",
         }
         fields = {"outcome": s.state.value, "report": json.dumps(report)}

@@ -213,18 +213,7 @@ class Finishing(JobRun):
         }
 
     def _costs(self) -> dict[str, object]:
-        """The job's duration (submission to now, its end) and the time it held a GPU (every
-        segment; the current one's release is verified by now), with the compute units that
-        held time costs at Colab's rate for the job's GPU."""
+        """The job's duration and compute units (every segment's held time; the current one's
+        release is verified by now)."""
         rec = self.d.ledger.get(self.job_id)
-        now = self.d.clock.time()
-        held = rates.held_s(rec.fields, now)
-        gpu = self.spec.gpu.value
-        return {
-            "duration": {"total_s": round(now - rec.created_at, 1), "held_s": round(held, 1)},
-            "compute_units": {
-                "units": round(rates.units(gpu, held) or 0.0, 4),
-                "gpu": gpu,
-                "rate_per_hour": rates.rate_per_hour(gpu),
-            },
-        }
+        return rates.costs(self.spec.gpu.value, rec.created_at, rec.fields, self.d.clock.time())
