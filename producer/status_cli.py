@@ -248,20 +248,38 @@ def _short_id(settings: Settings, ledger: Ledger, job_id: str) -> str:
 
 
 def _live(draw: Callable[[], tuple[RenderableType, bool]], every_s: float) -> bool:
-    """Redraw every `every_s` until `draw` says done (True) or Ctrl-C (False)."""
+    """Redraw every `every_s` until `draw` says done (True) or Ctrl-C (False).
+
+    Ctrl-C sets a flag the loop checks between redraws (a KeyboardInterrupt raised inside a
+    library's write or lock could leave the terminal or the process stuck); a second Ctrl-C
+    interrupts at once."""
+    import signal
+
     from rich.live import Live
 
+    stopped: list[bool] = []  # a plain flag: a signal handler must take no lock
+
+    def on_sigint(signum: int, frame: object) -> None:
+        if stopped:
+            raise KeyboardInterrupt
+        stopped.append(True)
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
     try:
         with Live(console=out, auto_refresh=False) as live:
-            while True:
+            while not stopped:
                 view, done = draw()
                 live.update(view, refresh=True)
                 if done:
                     return True
-                time.sleep(every_s)
+                until = time.monotonic() + every_s
+                while not stopped and time.monotonic() < until:
+                    time.sleep(min(0.05, every_s))
+        return False
     except KeyboardInterrupt:
         return False
     finally:
+        signal.signal(signal.SIGINT, previous)
         if not out.is_terminal:
             out.line()  # Live ends a view written to a pipe or file without one
 
