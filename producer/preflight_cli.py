@@ -31,7 +31,7 @@ from rich.text import Text
 
 from producer.clictx import LazySettings
 from worker.errors import UserInputError
-from worker.utils import parse_duration_s
+from worker.utils import pairs, parse_duration_s
 
 if TYPE_CHECKING:
     from producer.preflight.remote import RemoteStatus
@@ -80,20 +80,6 @@ class Checked:
     report: Report
     config: Path | None  # as the user would type it: relative to the repo when inside it
     launch_script: Path | None
-
-
-def pairs(option: str, items: Sequence[str], shape: str) -> dict[str, str]:
-    """`["a=1", "b=2"]` → `{"a": "1", "b": "2"}`; a malformed or repeated pair is bad input."""
-    found: dict[str, str] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            raise UserInputError(f"{option} {item!r}: expected {shape}.")
-        if key in found:
-            raise UserInputError(f"{option} {key} is given twice.")
-        found[key] = value
-    return found
 
 
 def quiet_windows_from(settings: LazySettings) -> tuple[str, ...]:

@@ -40,7 +40,7 @@ from worker.spec import (
     uri_problem,
 )
 from worker.states import JobState
-from worker.utils import parse_duration_s
+from worker.utils import pairs, parse_duration_s
 
 
 @dataclass(frozen=True)
@@ -112,20 +112,8 @@ def _duration(option: str, text: str) -> float:
         raise UserInputError(f"{option}: {exc}.") from None
 
 
-def _pairs(option: str, pairs: Sequence[str], shape: str) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for pair in pairs:
-        name, sep, value = pair.partition("=")
-        if not sep or not name:
-            raise UserInputError(f"{option} {pair!r}: expected {shape}.")
-        if name in out:
-            raise UserInputError(f"{option} {name} is declared twice.")
-        out[name] = value
-    return out
-
-
-def _inputs(pairs: Sequence[str]) -> dict[str, str]:
-    inputs = _pairs("--hub-input", pairs, "NAME=URI")
+def _inputs(given: Sequence[str]) -> dict[str, str]:
+    inputs = pairs("--hub-input", given, "NAME=URI")
     for name, uri in inputs.items():
         if problem := uri_problem(uri):
             raise UserInputError(f"--hub-input {name}: {problem}.")
@@ -233,7 +221,7 @@ def build_spec(req: SubmitRequest, *, now: datetime | None = None) -> JobSpec:
         "preflight_digest": req.preflight_digest,
         "resume_from": req.resume_from,
         "max_restarts": req.max_restarts,
-        "env": _pairs("--env", req.env, "NAME=VALUE"),
+        "env": pairs("--env", req.env, "NAME=VALUE"),
     }
     key = req.idempotency_key or default_idempotency_key(fields)
     try:

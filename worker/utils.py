@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+
+from worker.errors import UserInputError
 
 _DURATION = re.compile(
     r"^(?:(?P<d>\d+(?:\.\d+)?)d)?(?:(?P<h>\d+(?:\.\d+)?)h)?"
@@ -52,3 +55,17 @@ def format_duration_s(seconds: float) -> str:
     if h:
         return f"{h}h{m:02d}m"
     return f"{m}m{sec:02d}s" if m else f"{sec}s"
+
+
+def pairs(option: str, items: Sequence[str], shape: str) -> dict[str, str]:
+    """`["a=1", "b=2"]` → `{"a": "1", "b": "2"}`; a malformed or repeated pair is bad input."""
+    found: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise UserInputError(f"{option} {item!r}: expected {shape}.")
+        if key in found:
+            raise UserInputError(f"{option} {key} is given twice.")
+        found[key] = value
+    return found

@@ -79,12 +79,7 @@ def test_a_hub_that_does_not_answer_is_not_checked_within_the_bound() -> None:
 
 @pytest.fixture
 def dataset(hub: Hub) -> Hub:
-    api = hub.api("alice_write")
-    api.create_repo("alice/ds", repo_type="dataset", private=True)
-    api.upload_file(
-        path_or_fileobj=b"a,b\n1,2\n", path_in_repo="train.csv", repo_id="alice/ds",
-        repo_type="dataset",
-    )  # fmt: skip
+    hub.private_dataset()
     return hub
 
 

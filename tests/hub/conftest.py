@@ -67,6 +67,16 @@ class Hub:
     def requests(self, path_part: str = "") -> list[dict[str, Any]]:
         return [r for r in self.admin.requests() if path_part in r["path"]]
 
+    def private_dataset(self) -> str:
+        """alice's private dataset `alice/ds` holding `train.csv`; its hf:// URI."""
+        api = self.api("alice_write")
+        api.create_repo("alice/ds", repo_type="dataset", private=True)
+        api.upload_file(
+            path_or_fileobj=b"a,b\n1,2\n", path_in_repo="train.csv", repo_id="alice/ds",
+            repo_type="dataset",
+        )  # fmt: skip
+        return "hf://datasets/alice/ds/train.csv"
+
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     # huggingface_hub's own LFS PUT passes a file as `data=`; httpx2 warns about it, not about us.

@@ -182,12 +182,7 @@ def test_submit_checks_the_output_repo_on_colabq_hf_endpoint(
 def test_preflight_checks_hf_inputs_on_colabq_hf_endpoint(
     hub: Hub, tmp_path: Path, trap: ProxyTrap
 ) -> None:
-    api = hub.api("alice_write")
-    api.create_repo("alice/ds", repo_type="dataset", private=True)
-    api.upload_file(
-        path_or_fileobj=b"a,b\n1,2\n", path_in_repo="train.csv", repo_id="alice/ds",
-        repo_type="dataset",
-    )  # fmt: skip
+    hub.private_dataset()
     hub.admin.clear_requests()
     repo = make_repo(tmp_path / "repo")
     uri = "hf://datasets/alice/ds/train.csv"
