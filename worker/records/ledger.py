@@ -280,6 +280,7 @@ class Ledger:
         # it ended (its full log is in the store).
         self.retention_s = retention_s
         self._create = client.register_script(_CREATE)
+        self._find = client.register_script(_FIND_BY_PREFIX)
         self._forward = client.register_script(_FORWARD)
         self._start_segment = client.register_script(_START_SEGMENT)
         self._renew = client.register_script(_RENEW)
@@ -351,8 +352,9 @@ class Ledger:
         Raises JobNotFound, or AmbiguousJob naming the `listed` newest candidates."""
         if not prefix:
             raise JobNotFound(prefix)
-        find = self.r.register_script(_FIND_BY_PREFIX)
-        reply = find(keys=[self.keys.jobs()], args=[self.keys.job(""), prefix, max(listed, 1)])
+        reply = self._find(
+            keys=[self.keys.jobs()], args=[self.keys.job(""), prefix, max(listed, 1)]
+        )
         total = int(reply[0])
         found: list[str] = [v.decode() for v in reply[1:]]
         candidates = list(zip(found[0::2], found[1::2], strict=True))
