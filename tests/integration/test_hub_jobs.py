@@ -213,3 +213,30 @@ def test_worker_killed_the_janitor_settles_the_job_from_the_private_repo(
     assert rec.state is JobState.SUCCEEDED and rec.get("exit_code") == "0", rec.reason
     assert json.loads(rec.get("report") or "{}")["exit_code"] == 0
     assert hub.api().repo_info(REPO).private is True
+
+
+def test_a_sweep_to_a_private_hub_repo_runs_each_point_with_its_env(fleet: Fleet, hub: Hub) -> None:
+    path = fleet.root / "sweep.sh"
+    path.write_text('echo "seed=$SEED"\n' + TRAIN)
+    result = runner.invoke(
+        app,
+        ["submit", str(path), "--name", "mnist-mlp-bs64-lr1e-3-sweep", "--wall", "10m",
+         "--idle", "5s", "--hub-repo", REPO, "--sync", "ckpt", "--expect", "ckpt",
+         "--sweep", "env.SEED=1,2", "--json", *WAIVE],
+        env=fleet.env,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    jobs = json.loads(result.output)["jobs"]
+    assert [j["run"] for j in jobs] == [f"mnist-mlp-bs64-lr1e-3-sweep-seed{s}" for s in (1, 2)]
+    files = {}
+    for job, seed in zip(jobs, (1, 2), strict=True):
+        job_id = job["job_id"]
+        assert fleet.wait_terminal(job_id) is JobState.SUCCEEDED, fleet.ledger.get(job_id).reason
+        logs = [ln.text for ln in fleet.ledger.read_log(job_id)]
+        assert f"seed={seed}" in logs
+        report = json.loads(fleet.ledger.get(job_id).get("report") or "{}")
+        assert report["duration"]["held_s"] > 0 and report["compute_units"]["units"] > 0
+        files = tree(hub)
+        assert files[f"{job['run']}/ckpt/model.bin"] == 2048
+    assert hub.api().repo_info(REPO).private is True
+    assert fleet.colab("sessions").stdout.strip() == NO_SESSIONS

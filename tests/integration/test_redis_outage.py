@@ -18,7 +18,12 @@ import pytest
 import redis
 
 from tests.integration.conftest import Fleet
-from tests.integration.test_run_on_vm import assert_clean, submit, wait_for
+from tests.integration.test_run_on_vm import (
+    assert_clean,
+    assert_held_is_billed,
+    submit,
+    wait_for,
+)
 from worker.states import TERMINAL, JobState
 
 pytestmark = pytest.mark.integration
@@ -139,4 +144,7 @@ def test_redis_down_12s_the_job_ends_right_and_no_session_idles(
     finished = float(fleet.ledger.read_watch(job_id)["exec_finished"])
     held_s = float(str(assignment["unassigned_at"])) - finished
     assert held_s <= IDLE_S + POLL_S + EXEC_OVER_GRACE_S, held_s
+    # What the report charges is what was billed; an outage over the release can only delay
+    # the recorded stop (the clock runs on until Redis takes the transition).
+    assert_held_is_billed(fleet, job_id, assignments=1, slack_s=OUTAGE_S)
     assert_clean(fleet, job_id)

@@ -181,7 +181,22 @@ def test_lost_vm_with_a_restart_resumes_from_the_checkpoint_and_succeeds(fleet: 
     assert "resumed from 7" in fleet.output(job_id)
     rec = fleet.ledger.get(job_id)
     assert rec.get("restarts") == "1"
+    assert_held_is_billed(fleet, job_id, assignments=2)  # both segments count
     assert_clean(fleet, job_id)
+
+
+def assert_held_is_billed(
+    fleet: Fleet, job_id: str, *, assignments: int, slack_s: float = 0.0
+) -> None:
+    """The job's held time (what its report charges) is what the emulator billed, every
+    assignment closed, within the latency of the `colab new` and `colab stop` calls (and
+    `slack_s` more where Redis was away when the clock should have stopped)."""
+    bills = fleet.billing()
+    assert len(bills) == assignments and all(b["unassigned_at"] for b in bills), bills
+    billed_s = sum(float(str(b["seconds"])) for b in bills)
+    report = json.loads(fleet.ledger.get(job_id).get("report") or "{}")
+    gap = report["duration"]["held_s"] - billed_s
+    assert -10 * assignments <= gap <= 10 * assignments + slack_s, (report, bills)
 
 
 # --- the worker dies -----------------------------------------------------------------------------
@@ -201,6 +216,7 @@ def test_worker_sigkilled_and_restarted_takes_its_job_back(fleet: Fleet) -> None
     assert report["outcome"] == "succeeded" and report["remaining_endpoint"] is None
     assert_each_line_once(fleet, job_id, n)
     assert len(fleet.billing()) == 1  # nothing allocated twice
+    assert_held_is_billed(fleet, job_id, assignments=1)  # the clock ran on through the kill
     assert_clean(fleet, job_id)
 
 
