@@ -14,7 +14,10 @@ import pytest
 import redis
 
 from producer.broker import free_port
-from tests.mlflow_server import mlflow_uri  # noqa: F401 (a session fixture)
+from tests.mlflow_server import (
+    mlflow_uri,  # noqa: F401 (a session fixture)
+    pytest_collection_modifyitems,  # noqa: F401 (its time limit)
+)
 
 TEST_REDIS_URL = os.environ.get("COLABQ_TEST_REDIS_URL")
 FALLBACK_REDIS_URL = "redis://127.0.0.1:6379/14"

@@ -87,15 +87,19 @@ SCENARIOS = {
 }
 
 
-def _run_past_deadline(emu: Emu) -> dict[str, Outcome]:
-    eps = {name: emu.new(name) for name in SCENARIOS}
+def _run_past_deadline(emu: Emu, solo: Emu) -> dict[str, Outcome]:
+    # "stopped" reads its record back from sessions.json: it runs on an emulator of its own, so
+    # no other client here writes the file back from a stale copy (the real CLI's lost-update
+    # race, which the emulator reproduces) between its exec's write-back and the read.
+    emus = {name: solo if name == "stopped" else emu for name in SCENARIOS}
+    eps = {name: emus[name].new(name) for name in SCENARIOS}
     set_fault(emu.emu_home, "exec", on_lost="timeout", match_session="unassigned_timeout")
     set_fault(emu.emu_home, "exec", hang=True, match_session="hang")
     procs, started, first = {}, {}, {}
     for name, (script, _) in SCENARIOS.items():
-        emu.write(f"{name}.py", script)
+        emus[name].write(f"{name}.py", script)
         started[name] = time.monotonic()
-        procs[name] = emu.popen(
+        procs[name] = emus[name].popen(
             "exec", "-s", name, "--timeout", str(DEADLINE_S), "-f", f"{name}.py"
         )
     for name, (_, line) in SCENARIOS.items():
@@ -107,12 +111,10 @@ def _run_past_deadline(emu: Emu) -> dict[str, Outcome]:
     # Each VM goes away, or its kernel, or its connection, while the client is attached.
     assert emu.admin("unassign", eps["unassigned"])[0] == 0
     assert emu.admin("unassign", eps["unassigned_timeout"])[0] == 0
-    extra["stopped"]["record"] = emu.sessions_json()["stopped"]
-    stop = emu.run("stop", "-s", "stopped")
+    extra["stopped"]["record"] = solo.sessions_json()["stopped"]
+    stop = solo.run("stop", "-s", "stopped")
     assert stop[0] == 0
-    # What stop did, from its own output: the file itself may already hold the record again,
-    # written back from a stale copy by one of the other clients running here (the real CLI's
-    # lost-update race, which the emulator reproduces), before this test could read it.
+    # What stop did, from its own output: the abandoned exec may write its record back at once.
     extra["stopped"]["after_stop"] = "Session terminated." not in stop[1]
     assert emu.admin("drop-connections", eps["dropped"])[0] == 0
     time.sleep(0.1)  # the client notices within one poll (20 ms)
@@ -129,20 +131,22 @@ def _run_past_deadline(emu: Emu) -> dict[str, Outcome]:
             proc.returncode, first[name] + out, err, time.monotonic() - started[name], extra[name]
         )
     outcomes["hang"].extra["ran"] = (emu.content(eps["hang"]) / "ran").exists()
-    sessions = emu.sessions_json()
+    sessions = {**emu.sessions_json(), "stopped": solo.sessions_json().get("stopped")}
     for name, outcome in outcomes.items():
         outcome.extra["record_after"] = sessions.get(name)
-    outcomes["flowing"].extra["log"] = log_text(emu)
+    outcomes["flowing"].extra["log"] = log_text(emu) + log_text(solo)
     return outcomes
 
 
 @pytest.fixture(scope="module")
 def past_deadline(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Outcome]]:
     emu = make_emu(tmp_path_factory.mktemp("past-deadline"))
+    solo = make_emu(tmp_path_factory.mktemp("past-deadline-solo"))
     try:
-        yield _run_past_deadline(emu)
+        yield _run_past_deadline(emu, solo)
     finally:
         tear_down(emu)
+        tear_down(solo)
 
 
 def _failed_late(outcome: Outcome, last_line: str) -> None:

@@ -23,7 +23,8 @@ runner = CliRunner()
 def test_a_busy_worker_leaves_the_next_job_to_an_idle_one(fleet: Fleet) -> None:
     client = redis.Redis.from_url(fleet.env["COLABQ_REDIS_URL"])
     queue = queue_for(Gpu.T4, fleet.env["COLABQ_QUEUE_PREFIX"])
-    first_job = submit(fleet, "sleep 8\necho first\n")
+    # Long enough to outlast a second worker's start on a loaded host; cancelled at the end.
+    first_job = submit(fleet, "sleep 300\necho first\n")
     wait_for(lambda: fleet.ledger.get(first_job).state is JobState.RUNNING, "job 1 running")
     second_job = submit(fleet, "echo second\n", "--name", "mnist-mlp-bs64-lr1e-3-second")
     time.sleep(3)  # the busy worker polls the queue many times meanwhile
@@ -38,7 +39,9 @@ def test_a_busy_worker_leaves_the_next_job_to_an_idle_one(fleet: Fleet) -> None:
         assert fleet.ledger.get(first_job).state is JobState.RUNNING  # job 2 did not wait for it
         assert fleet.ledger.get(first_job).owner != fleet.ledger.get(second_job).owner
         assert fleet.wait_terminal(second_job) is JobState.SUCCEEDED
-        assert fleet.wait_terminal(first_job) is JobState.SUCCEEDED
+        assert fleet.ledger.get(first_job).state is JobState.RUNNING
+        runner.invoke(app, ["cancel", first_job], env=fleet.env)
+        assert fleet.wait_terminal(first_job) is JobState.CANCELLED
     finally:
         stop_worker(second)
 
