@@ -33,8 +33,10 @@ test-unit: install
 demo: install
 	$(BIN)/colabq demo
 
+# Every benchmark, then one table against the anchors (about 10 minutes; not part of `make test`).
 bench: install
-	@for b in ops/bench/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+	bash ops/ensure-redis.sh
+	$(BIN)/python ops/bench/table.py
 
 # kill -9, host loss, Redis, Hub and CLI faults, load: one table, all zero (about 11 minutes).
 chaos: install

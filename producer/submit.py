@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from celery import Celery
 from pydantic import ValidationError
@@ -144,7 +145,27 @@ _SYSTEM_DIRS = ("/proc", "/sys", "/dev", "/run")
 
 def local_store_problem(path: Path) -> str | None:
     """Why results cannot be kept in the folder `path` on this machine, or None."""
-    p = path.resolve()
+    return _local_store(path)[0]
+
+
+def _local_store(path: Path) -> tuple[str | None, Path]:
+    """(the problem or None, the resolved folder); a sweep's jobs share one folder, so the
+    answer is kept while the folder (or its absence) and the working folder stay the same."""
+    try:
+        st = path.stat()
+        seen: tuple[int, ...] = (st.st_ino, st.st_mode, st.st_mtime_ns)
+    except OSError:
+        seen = ()
+    return _local_store_at(str(path), os.getcwd(), seen)
+
+
+@functools.lru_cache(maxsize=32)
+def _local_store_at(path: str, _cwd: str, _seen: tuple[int, ...]) -> tuple[str | None, Path]:
+    p = Path(path).resolve()
+    return _store_problem(Path(path), p), p
+
+
+def _store_problem(path: Path, p: Path) -> str | None:
     if any(p == Path(d) or Path(d) in p.parents for d in _SYSTEM_DIRS):
         return f"{path} is inside a system folder"
     if p.exists() and not p.is_dir():
@@ -160,9 +181,10 @@ def _dest(req: SubmitRequest) -> ArtifactDest:
     if req.local_store is not None and req.hub_repo:
         raise UserInputError("Give one place for results: --hub-repo or --local-store, not both.")
     if req.local_store is not None:
-        if problem := local_store_problem(req.local_store):
+        problem, folder = _local_store(req.local_store)
+        if problem:
             raise UserInputError(f"--local-store: {problem}; name a folder you can write.")
-        return ArtifactDest(kind="local", repo=str(req.local_store.resolve()), prefix=prefix)
+        return ArtifactDest(kind="local", repo=str(folder), prefix=prefix)
     if req.hub_repo:
         return ArtifactDest.model_validate(
             {"kind": "hf", "repo": req.hub_repo, "repo_type": req.repo_type, "prefix": prefix}
@@ -170,6 +192,9 @@ def _dest(req: SubmitRequest) -> ArtifactDest:
     raise UserInputError(
         "Name where results go: --hub-repo USER/REPO (Hub) or --local-store DIR (a rehearsal)."
     )
+
+
+_submitter = functools.cache(whoami)  # user@host: the same for every job of this process
 
 
 def build_spec(req: SubmitRequest, *, now: datetime | None = None) -> JobSpec:
@@ -230,7 +255,7 @@ def build_spec(req: SubmitRequest, *, now: datetime | None = None) -> JobSpec:
             idempotency_key=key,
             submitted_at=now or datetime.now(UTC),
             submitted_from=socket.gethostname(),
-            submitted_by=whoami(),
+            submitted_by=_submitter(),
             **fields,
         )
     except ValidationError as exc:
@@ -270,7 +295,7 @@ def enqueue_many(
     then the new ones' messages sent over one broker connection."""
     created = ledger.create_many(specs, exclusive=not allow_same_run)
     results: list[Enqueued] = []
-    with app.producer_or_acquire() as producer:
+    with app.producer_or_acquire() as producer, _SentEvents(app, producer) as events:
         for spec, (job_id, new) in zip(specs, created, strict=True):
             if not new:
                 results.append(Enqueued(job_id, False, ledger.get(job_id).state))
@@ -279,7 +304,7 @@ def enqueue_many(
                 app.send_task(
                     RUN_JOB, args=[encode_spec(spec)], queue=queue_for(spec.gpu, queue_prefix),
                     task_id=spec.job_id, argsrepr=job_argsrepr(spec), kwargsrepr="{}",
-                    producer=producer,
+                    producer=producer, event_dispatcher=events,
                 )  # fmt: skip
             except Exception as exc:
                 sent = {r.job_id for r in results}
@@ -293,6 +318,32 @@ def enqueue_many(
                 ) from exc
             results.append(Enqueued(job_id, True, JobState.QUEUED))
     return results
+
+
+class _SentEvents:
+    """Celery publishes each task's `task-sent` event (Flower's PENDING row) as a message of its
+    own, one more round trip per job; given as the `event_dispatcher`, this hands them to a
+    Celery event Dispatcher that buffers the `task` group and publishes them as lists
+    (`task.multi`, which Celery's event receivers, Flower's among them, unpack)."""
+
+    BATCH = 500
+
+    def __init__(self, app: Celery, producer: Any) -> None:
+        self._dispatcher = app.events.Dispatcher(
+            producer.connection, buffer_group=["task"], buffer_limit=self.BATCH
+        )
+
+    def publish(self, type: str, fields: dict[str, Any], producer: Any, **_: Any) -> None:
+        self._dispatcher.send(type, **fields)
+
+    def __enter__(self) -> _SentEvents:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        try:
+            self._dispatcher.flush()
+        finally:
+            self._dispatcher.close()
 
 
 __all__ = ["Enqueued", "SpecError", "SubmitRequest", "build_spec", "enqueue", "enqueue_many"]

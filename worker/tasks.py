@@ -5,11 +5,15 @@ All logic lives in plain functions (`execute_job`) that take their side effects 
 
 from __future__ import annotations
 
+import functools
 import logging
 import secrets
 import socket
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
+
+from celery.signals import worker_process_init
 
 from worker.deps import build_ledger
 from worker.errors import JobNotFound, SpecError
@@ -31,6 +35,7 @@ def execute_job(
     ledger: Ledger,
     worker_name: str,
     on_state: StateListener | None = None,
+    beat_ledger: Ledger | None = None,
 ) -> dict[str, Any]:
     try:
         spec = decode_spec(payload)
@@ -49,8 +54,9 @@ def execute_job(
         # Redelivery or a duplicate message: another runner owns this job (invariant 6).
         return {"state": "skipped", "reason": "job is owned by another runner"}
     outcome = own_job(
-        spec, owner, settings, ledger, worker_name=worker_name, adopted=False, on_state=on_state
-    )
+        spec, owner, settings, ledger,
+        worker_name=worker_name, adopted=False, on_state=on_state, beat_ledger=beat_ledger,
+    )  # fmt: skip
     return {"state": outcome.state.value, "reason": outcome.reason, "exit_code": outcome.exit_code}
 
 
@@ -88,19 +94,54 @@ def _ended(result: dict[str, Any]) -> dict[str, Any]:
     raise JobDidNotSucceed(f"{state.upper()}{exit_part}: {result.get('reason', '')}"[:1000])
 
 
-def run_job_task(self: Any, payload: str) -> dict[str, Any]:
+@dataclass(frozen=True)
+class WorkerContext:
+    """What every task of a worker process shares, built at its first task: the settings
+    (read once: a change takes a worker restart), the ledger's Redis client and the lease's
+    own client (short retries). No settings parse, no new connection per job."""
+
+    settings: Settings
+    ledger: Ledger
+    beat_ledger: Ledger
+
+
+@functools.cache
+def worker_context() -> WorkerContext:
     settings = load_settings()
+    return WorkerContext(settings, build_ledger(settings), build_ledger(settings, retry_s=1.0))
+
+
+@worker_process_init.connect  # type: ignore[untyped-decorator]
+def _fresh_context(**_: Any) -> None:
+    """A forked pool process builds its own (a parent's clients are not shared across fork),
+    before its first job, with the Hub client every job's store uses: the first job does not
+    wait for them."""
+    worker_context.cache_clear()
+    try:
+        worker_context()
+        import worker.store.hub  # noqa: F401
+    except Exception as exc:  # the task reports a bad setting, in one line, when it runs
+        log.warning("worker context not built ahead: %s", exc)
+
+
+def run_job_task(self: Any, payload: str) -> dict[str, Any]:
+    ctx = worker_context()
     hostname = getattr(self.request, "hostname", None) or socket.gethostname()
-    return _ended(execute_job(payload, settings, build_ledger(settings), hostname, _flower(self)))
+    return _ended(
+        execute_job(
+            payload, ctx.settings, ctx.ledger, hostname, _flower(self), beat_ledger=ctx.beat_ledger
+        )
+    )
 
 
 def adopt_task(self: Any, job_id: str) -> dict[str, Any]:
     """A restarted worker takes back a job it owned before it died, and finishes it."""
-    settings = load_settings()
+    ctx = worker_context()
     hostname = getattr(self.request, "hostname", None) or socket.gethostname()
     outcome = adopt_job(
-        job_id, settings, build_ledger(settings), worker_name=hostname, on_state=_flower(self)
-    )
+        job_id, ctx.settings, ctx.ledger,
+        worker_name=hostname, on_state=_flower(self), beat_ledger=ctx.beat_ledger,
+    )  # fmt: skip
     if outcome is None:
         return {"state": "skipped", "reason": "over, or owned by a live owner"}
     return _ended(
@@ -120,9 +161,8 @@ def janitor_task() -> list[str]:
     from worker.janitor.run import janitor_pass
     from worker.janitor.wiring import build_janitor_deps
 
-    settings = load_settings()
-    ledger = build_ledger(settings)
-    report = janitor_pass(build_janitor_deps(settings, ledger), dry_run=False)
+    ctx = worker_context()
+    report = janitor_pass(build_janitor_deps(ctx.settings, ctx.ledger), dry_run=False)
     lines: list[str] = report.lines()
     for line in lines:
         log.info(line)

@@ -93,6 +93,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--size-mb", type=int, default=200)
     args = p.parse_args(argv)
+    sys.path.insert(0, str(ROOT))
+    from ops.bench.figures import check_runs
+
+    check_runs(args.runs)
     work = Path(tempfile.mkdtemp(prefix="colabq-hub-bench-"))
     proc, url = start_server(work / "hub")
     try:
@@ -152,7 +156,17 @@ def main(argv: list[str] | None = None) -> int:
         medians = {m: statistics.median(r) for m, r in rates.items()}
         for method, rate in medians.items():
             print(f"median {method:>9}: {rate:7.1f} MB/s")
-        print(f"ratio colabq / hf upload: {medians['colabq'] / medians['hf upload']:.2f}")
+        ratio = medians["colabq"] / medians["hf upload"]
+        print(f"ratio colabq / hf upload: {ratio:.2f}")
+        from ops.bench.figures import Figure, emit
+
+        emit([
+            Figure(
+                "H1", f"checkpoint upload to the Hub, {size / 1e6:.0f} MB", "MB/s",
+                rates["colabq"], rates["hf upload"], "`hf upload`", ">= 0.8x anchor",
+                ratio >= 0.8,
+            )
+        ])  # fmt: skip
     finally:
         proc.terminate()
         proc.wait(timeout=30)

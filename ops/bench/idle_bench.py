@@ -8,18 +8,14 @@ Colab emulator -> a local store. For each job:
 Target: median <= 1 s. Runs in any checkout of colabq that has `ops/colab` with billing (to
 measure an older commit, copy this file and ops/colab_emulator into it).
 
-    .venv/bin/python ops/bench/idle_bench.py [--jobs 5] [--redis-url redis://127.0.0.1:6379/11]
+    .venv/bin/python ops/bench/idle_bench.py [--runs 5] [--redis-url redis://127.0.0.1:6379/11]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
-import secrets
-import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -29,31 +25,22 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+from ops.bench.figures import Figure, check_runs, emit  # noqa: E402
+from ops.bench.rig import (  # noqa: E402
+    DEFAULT_REDIS_URL,
+    EMULATOR,  # noqa: F401 (the benches that import it from here)
+    PY,
+    fleet_env,
+    start_worker,
+    tear_down,
+)
 from producer import exitcodes  # noqa: E402
 
-EMULATOR = ROOT / "ops" / "colab"
-PY = sys.executable
 JOB = (
     "python3 -c 'import time; print(\"BENCH_T0=%f\" % time.time())'\n"
     "sleep 1\n"
     "python3 -c 'import time; print(\"BENCH_T1=%f\" % time.time())'\n"
 )
-
-
-def start_worker(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
-    queue = f"{env['COLABQ_QUEUE_PREFIX']}gpu.t4"
-    with open(log, "ab") as out:
-        proc = subprocess.Popen(
-            [PY, "-m", "celery", "-A", "worker.celery_app", "worker", "-Q", queue, "-c", "1",
-             "-n", f"bench-{secrets.token_hex(3)}@%h", "-l", "INFO"],
-            env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, cwd=ROOT,
-        )  # fmt: skip
-    deadline = time.monotonic() + 60
-    while b"ready." not in log.read_bytes():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise SystemExit(f"the worker did not start:\n{log.read_text()[-2000:]}")
-        time.sleep(0.1)
-    return proc
 
 
 BAD_STATUS = (exitcodes.BAD_INPUT, exitcodes.REDIS_UNREACHABLE, exitcodes.NO_SUCH_JOB)
@@ -119,42 +106,29 @@ def billed_seconds(emu_home: Path, endpoint: str) -> float:
 
 def main() -> int:
     p = argparse.ArgumentParser()
-    p.add_argument("--jobs", type=int, default=5)
-    p.add_argument(
-        "--redis-url", default=os.environ.get("COLABQ_BENCH_REDIS_URL", "redis://127.0.0.1:6379/11")
-    )
+    p.add_argument("--runs", type=int, default=5, help="jobs, one after another (>= 3)")
+    p.add_argument("--redis-url", default=DEFAULT_REDIS_URL)
     a = p.parse_args()
+    runs = check_runs(a.runs)
     root = Path(tempfile.mkdtemp(prefix="colabq-idle-bench-"))
-    (root / "home").mkdir()
-    prefix = f"colabq-bench-{secrets.token_hex(4)}"
-    env = {
-        **os.environ,
-        "COLABQ_REDIS_URL": a.redis_url,
-        "COLABQ_KEY_PREFIX": prefix,
-        "COLABQ_QUEUE_PREFIX": f"{prefix}.",
-        "COLABQ_STATE_DIR": str(root / "state"),
-        "COLABQ_COLAB_BIN": str(EMULATOR),
-        "COLAB_EMU_HOME": str(root / "emulator"),
-        "HOME": str(root / "home"),
-        "PATH": f"{Path(PY).parent}:{os.environ.get('PATH', '')}",
-        "PYTHONPATH": str(ROOT),
-    }
+    env = fleet_env(root, a.redis_url)
     worker = start_worker(env, root / "worker.log")
     p1: list[float] = []
     try:
-        for i in range(a.jobs):
+        for i in range(runs):
             billed, run = one_job(env, root, i)
             p1.append(billed - run)
             print(f"job {i + 1}: billed {billed:.3f} s, own run {run:.3f} s, beyond {p1[-1]:.3f} s")
     finally:
-        os.killpg(worker.pid, signal.SIGTERM)
-        worker.wait(timeout=30)
-        subprocess.run([str(ROOT / "ops" / "colab-emu"), "kill-all"], env=env, capture_output=True)
-        shutil.rmtree(root, ignore_errors=True)
-    print(
-        f"P1 billed GPU-seconds beyond the job's own run: median {statistics.median(p1):.3f} s "
-        f"(min {min(p1):.3f}, max {max(p1):.3f}) over {a.jobs} jobs (target <= 1 s)"
-    )
+        tear_down(env, root, worker)
+    emit([
+        Figure(
+            "P1", "billed GPU-seconds per job beyond its own run", "s", p1, None,
+            "(none: 0 is the floor)", "<= 1 s", statistics.median(p1) <= 1.0,
+            note="billed = the emulator's unassigned_at - assigned_at; own run = the job "
+            "script's first to last line",
+        )
+    ])  # fmt: skip
     return 0
 
 

@@ -27,8 +27,9 @@ import redis
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from ops.bench.figures import Figure, check_runs, emit  # noqa: E402
+from ops.bench.rig import raw_send  # noqa: E402
 from tests.cli.training_repo import QUIET_ENV, make_repo  # noqa: E402
-from worker.celery_app import RUN_JOB  # noqa: E402
 
 COLABQ = Path(sys.executable).parent / "colabq"
 
@@ -68,17 +69,6 @@ def sweep_once(path: Path, env: dict[str, str]) -> tuple[float, list[str]]:
     return took, [j["job_id"] for j in data["jobs"] if j["created"]]
 
 
-def raw_send_once(url: str, queue: str, payloads: list[str]) -> float:
-    from celery import Celery
-
-    app = Celery("bench", broker=url)
-    t0 = time.perf_counter()
-    with app.producer_or_acquire() as producer:
-        for payload in payloads:
-            app.send_task(RUN_JOB, args=[payload], queue=queue, producer=producer)
-    return time.perf_counter() - t0
-
-
 def fig(xs: list[float], jobs: int) -> str:
     med = statistics.median(xs)
     return f"{med:.2f} s ({jobs / med:,.0f} jobs/s; min {min(xs):.2f}, max {max(xs):.2f})"
@@ -90,6 +80,7 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--redis-url", default="redis://127.0.0.1:6379/0")
     args = ap.parse_args()
+    check_runs(args.runs)
     client = redis.Redis.from_url(args.redis_url)
     sweep_s: list[float] = []
     raw_s: list[float] = []
@@ -114,16 +105,20 @@ def main() -> int:
                 ]  # the same payloads, for the anchor
                 sweep_s.append(took)
                 raw_queue = f"{prefix}.raw"
-                raw_s.append(raw_send_once(args.redis_url, raw_queue, [s.decode() for s in specs]))
+                raw_s.append(raw_send(args.redis_url, raw_queue, [s.decode() for s in specs]))
             finally:
                 clean(client, prefix)
     n = args.jobs
     print(f"sweep of {n} jobs from a job file (colabq submit, a command): {fig(sweep_s, n)}")
     print(f"anchor: raw Celery send_task of the same {n} specs, in-process: {fig(raw_s, n)}")
-    ratio = statistics.median(sweep_s) / statistics.median(raw_s)
-    verdict = "met" if statistics.median(sweep_s) <= 10 else "MISSED"
-    print(f"ratio {ratio:.1f}x the anchor; target <= 10 s for 1,000 jobs: {verdict}")
-    return 0 if verdict == "met" else 1
+    emit([
+        Figure(
+            "S1", f"a {n:,}-job sweep, `colabq submit job.yaml` as a command", "s", sweep_s,
+            raw_s, "raw send_task, in-process", "<= 10 s", statistics.median(sweep_s) <= 10,
+            note="the command's time includes its start-up, the pre-flight and validation",
+        )
+    ])  # fmt: skip
+    return 0
 
 
 if __name__ == "__main__":

@@ -62,8 +62,10 @@ def own_job(
     worker_name: str,
     adopted: bool,
     on_state: StateListener | None = None,
+    beat_ledger: Ledger | None = None,
 ) -> Outcome:
-    """Run (or, `adopted`, resume) a job this process now owns, under a renewed lease."""
+    """Run (or, `adopted`, resume) a job this process now owns, under a renewed lease.
+    `beat_ledger`: the lease's own client (short retries); a worker keeps one for all its jobs."""
     from worker.store.hub import HubStore
 
     files = JobFiles(job_dir(settings, spec.job_id)).ensure()
@@ -79,7 +81,7 @@ def own_job(
         last[0] = state
         listener(state, reason)
 
-    beat_ledger = build_ledger(settings, retry_s=1.0)
+    beat_ledger = beat_ledger or build_ledger(settings, retry_s=1.0)
     beat = Heartbeat(
         # Its own client with a short retry budget: an outage never stalls the beat.
         beat_ledger,
@@ -154,6 +156,7 @@ def adopt_job(
     *,
     worker_name: str,
     on_state: StateListener | None = None,
+    beat_ledger: Ledger | None = None,
 ) -> Outcome | None:
     """Take over `job_id` if its owner is gone, and finish it; None if it needs no owner (it
     is over) or has a live one (its lock is held by an owner that may be alive)."""
@@ -177,7 +180,7 @@ def adopt_job(
             raise ColabqError(f"Cannot adopt job {job_id}: {exc}") from exc
     return own_job(
         rec.spec, new_owner, settings, ledger,
-        worker_name=worker_name, adopted=True, on_state=on_state,
+        worker_name=worker_name, adopted=True, on_state=on_state, beat_ledger=beat_ledger,
     )  # fmt: skip
 
 
