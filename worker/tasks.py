@@ -6,6 +6,7 @@ All logic lives in plain functions (`execute_job`) that take their side effects 
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import secrets
 import socket
@@ -16,7 +17,7 @@ from typing import Any
 from celery.signals import worker_process_init
 
 from worker.deps import build_ledger
-from worker.errors import JobNotFound, SpecError
+from worker.errors import ColabqError, JobNotFound, SpecError
 from worker.records.ledger import Ledger
 from worker.session.owner import adopt_job, find_orphaned, own_job
 from worker.settings import Settings, load_settings
@@ -40,8 +41,10 @@ def execute_job(
     try:
         spec = decode_spec(payload)
     except SpecError as exc:
-        # Validated again on receipt: a bad message never reaches the runner.
+        # Validated again on receipt: a bad message never reaches the runner. A job that an
+        # older colabq recorded (a spec this version refuses) ends FAILED, not QUEUED forever.
         log.error("refused a job spec: %s", exc)
+        _fail_refused(payload, ledger, f"refused by the worker: {exc}")
         return {"state": "refused", "reason": str(exc)}
     try:
         rec = ledger.get(spec.job_id)
@@ -58,6 +61,20 @@ def execute_job(
         worker_name=worker_name, adopted=False, on_state=on_state, beat_ledger=beat_ledger,
     )  # fmt: skip
     return {"state": outcome.state.value, "reason": outcome.reason, "exit_code": outcome.exit_code}
+
+
+def _fail_refused(payload: str, ledger: Ledger, reason: str) -> None:
+    """FAILED with `reason`, if the payload names a job the ledger holds as QUEUED."""
+    try:
+        job_id = json.loads(payload).get("job_id")
+    except (ValueError, AttributeError):
+        return
+    if not isinstance(job_id, str):
+        return
+    try:
+        ledger.transition(job_id, JobState.FAILED, owner="", reason=reason[:1000])
+    except ColabqError as exc:  # no such job, or not queued (another runner has it)
+        log.info("refused spec of job %s left as it is: %s", job_id, exc)
 
 
 class JobDidNotSucceed(Exception):

@@ -67,7 +67,8 @@ def wait_terminal(env: dict[str, str], job_id: str, timeout_s: float = 120) -> d
     raise SystemExit(f"job {job_id} did not end in {timeout_s}s")
 
 
-def one_job(env: dict[str, str], root: Path, i: int) -> tuple[float, float]:
+def one_job(env: dict[str, str], root: Path, i: int) -> tuple[float, float, float]:
+    """(billed, the job's own run, billed before its first line) of one job, in seconds."""
     script = root / f"job{i}.sh"
     script.write_text(JOB)
     out = colabq(
@@ -85,11 +86,17 @@ def one_job(env: dict[str, str], root: Path, i: int) -> tuple[float, float]:
     endpoint = str(
         rec.get("endpoint") or json.loads(str(rec.get("report") or "{}")).get("endpoint")
     )
-    billed = billed_seconds(Path(env["COLAB_EMU_HOME"]), endpoint)
-    return billed, t1 - t0
+    assigned, unassigned = billing_record(Path(env["COLAB_EMU_HOME"]), endpoint)
+    return unassigned - assigned, t1 - t0, t0 - assigned
 
 
 def billed_seconds(emu_home: Path, endpoint: str) -> float:
+    assigned, unassigned = billing_record(emu_home, endpoint)
+    return unassigned - assigned
+
+
+def billing_record(emu_home: Path, endpoint: str) -> tuple[float, float]:
+    """(assigned_at, unassigned_at) of `endpoint` in the emulator's billing, once written."""
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         try:
@@ -99,7 +106,7 @@ def billed_seconds(emu_home: Path, endpoint: str) -> float:
         for line in lines:
             rec = json.loads(line)
             if rec["endpoint"] == endpoint:
-                return float(rec["unassigned_at"]) - float(rec["assigned_at"])
+                return float(rec["assigned_at"]), float(rec["unassigned_at"])
         time.sleep(0.1)
     raise SystemExit(f"no billing record for {endpoint}")
 
@@ -116,9 +123,12 @@ def main() -> int:
     p1: list[float] = []
     try:
         for i in range(runs):
-            billed, run = one_job(env, root, i)
+            billed, run, before = one_job(env, root, i)
             p1.append(billed - run)
-            print(f"job {i + 1}: billed {billed:.3f} s, own run {run:.3f} s, beyond {p1[-1]:.3f} s")
+            print(
+                f"job {i + 1}: billed {billed:.3f} s, own run {run:.3f} s, beyond {p1[-1]:.3f} s "
+                f"({before:.3f} s before its first line, {p1[-1] - before:.3f} s after its last)"
+            )
     finally:
         tear_down(env, root, worker)
     emit([

@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import json
 from types import SimpleNamespace
 from typing import Any
 
+import fakeredis
 import pytest
 
+from tests.factories import make_spec
 from worker import tasks
+from worker.clock import FakeClock
+from worker.records.keys import Keys
+from worker.records.ledger import Ledger
 from worker.settings import Settings
+from worker.spec import encode_spec
+from worker.states import JobState
 
 
 @pytest.fixture
@@ -41,3 +49,28 @@ def test_a_forked_pool_process_builds_its_own(loads: list[Settings]) -> None:
     tasks._fresh_context()
     child = tasks.worker_context()
     assert child is not parent and len(loads) == 2
+
+
+def test_a_recorded_job_whose_spec_this_worker_refuses_ends_failed_not_queued() -> None:
+    """A job an older colabq queued (here a wall cap over today's 24 h limit) is refused when
+    the worker decodes it, and its record says so instead of staying QUEUED forever."""
+    ledger = Ledger(fakeredis.FakeRedis(), FakeClock(), Keys("t"), log_maxlen=100)
+    job_id, _ = ledger.create(make_spec())
+    old = json.loads(encode_spec(ledger.get(job_id).spec))
+    old["wall_cap_s"] = 48 * 3600.0
+    result = tasks.execute_job(json.dumps(old), Settings(), ledger, "w@h")
+    assert result["state"] == "refused"
+    rec = ledger.r.hgetall(ledger.keys.job(job_id))
+    assert rec[b"state"] == JobState.FAILED.value.encode()
+    assert b"refused by the worker" in rec[b"reason"] and b"wall_cap_s" in rec[b"reason"]
+
+
+def test_a_refused_message_naming_no_known_job_changes_nothing() -> None:
+    ledger = Ledger(fakeredis.FakeRedis(), FakeClock(), Keys("t"), log_maxlen=100)
+    job_id, _ = ledger.create(make_spec())
+    assert (
+        tasks.execute_job('{"job_id": "feedfacefeedface"}', Settings(), ledger, "w")["state"]
+        == "refused"
+    )
+    assert tasks.execute_job("[]", Settings(), ledger, "w")["state"] == "refused"
+    assert ledger.get(job_id).state is JobState.QUEUED
