@@ -184,3 +184,32 @@ def test_held_s_adds_the_open_segment(
 def test_held_s_refuses_a_damaged_field() -> None:
     with pytest.raises(ValueError):
         rates.held_s({"held_s": "lots"}, 0.0)
+
+
+def test_a_restored_record_keeps_counting_held_time_from_the_recorded_endpoint(
+    ledger: Ledger, clock: FakeClock
+) -> None:
+    spec = make_spec()
+    ledger.create(spec)
+    assert ledger.claim(spec.job_id, OWNER, ttl_s=600)
+    recorded_at = clock.time()
+    clock.advance(100)
+    ledger.r.flushall()  # Redis restarted without persistence, the session still held
+    assert ledger.restore(
+        spec, OWNER, S.RUNNING, 600, held_since=recorded_at, session="colabq-x", endpoint="gpu-1"
+    )
+    clock.advance(20)
+    assert _held(ledger, spec.job_id) == pytest.approx(120)
+    _to(ledger, spec.job_id, S.RELEASING, S.SUCCEEDED)
+    assert _held(ledger, spec.job_id) == pytest.approx(120)
+
+
+def test_a_restored_record_without_a_session_holds_nothing(
+    ledger: Ledger, clock: FakeClock
+) -> None:
+    spec = make_spec()
+    ledger.create(spec)
+    ledger.r.flushall()
+    assert ledger.restore(spec, OWNER, S.ALLOCATING, 600, held_since=clock.time())
+    clock.advance(50)
+    assert _held(ledger, spec.job_id) == 0

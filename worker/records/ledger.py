@@ -395,11 +395,20 @@ class Ledger:
         return Renewal(int(self._renew(keys=keys, args=[owner, int(ttl_s * 1000), expiry, job_id])))
 
     def restore(
-        self, spec: JobSpec, owner: str, state: JobState, ttl_s: float, **fields: str
+        self,
+        spec: JobSpec,
+        owner: str,
+        state: JobState,
+        ttl_s: float,
+        *,
+        held_since: float | None = None,
+        **fields: str,
     ) -> bool:
         """Write again the record of a job that Redis lost (restarted without persistence)
         while its owner lives, from what the owner holds: spec, state, owner, lease, the
-        indexes. False if a record exists (then nothing is written)."""
+        indexes, and the held-time clock from `held_since` (when the owner recorded the
+        session's endpoint; the held time of earlier segments is lost with the record).
+        False if a record exists (then nothing is written)."""
         _check_fields(fields)
         key, k = self.keys.job(spec.job_id), self.keys
         now = self.clock.time()
@@ -426,6 +435,8 @@ class Ledger:
             pipe.zadd(k.leases(), {spec.job_id: now + ttl_s})
             if fields.get("endpoint"):
                 pipe.hset(k.endpoints(), fields["endpoint"], spec.job_id)
+                if held_since is not None and state in self._MAY_HOLD:
+                    pipe.hset(key, "held_since", repr(min(held_since, now)))
             return True
 
         return self._watch(txn, key)

@@ -96,6 +96,7 @@ def own_job(
             last[0],
             settings.lease_ttl_s,
             owner_host=host_id(settings),
+            held_since=_endpoint_recorded_at(files),
             **_session_of(files),
         ),
     )
@@ -120,6 +121,16 @@ def own_job(
             return run_job(spec, owner, deps)
     finally:
         ledger.release_lock(spec.job_id, owner)
+
+
+def _endpoint_recorded_at(files: JobFiles) -> float | None:
+    """When this host recorded the session's endpoint (its file, written once as `colab new`
+    returns): where the held-time clock of a restored record starts."""
+    name = _session_of(files).get("session")
+    try:
+        return (files.root / "endpoints" / name).stat().st_mtime if name else None
+    except OSError:
+        return None
 
 
 def _session_of(files: JobFiles) -> dict[str, str]:
