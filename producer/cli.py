@@ -8,6 +8,7 @@ prints one line on stderr and never a traceback.
 from __future__ import annotations
 
 import functools
+import importlib
 import json
 import sys
 from collections.abc import Callable
@@ -24,15 +25,44 @@ from worker.states import TERMINAL, JobState
 if TYPE_CHECKING:
     from worker.records.ledger import Ledger, LogLine
 
-# Heavy imports (celery, redis, pydantic, huggingface_hub) happen inside the commands that need
-# them, so that `colabq preflight` and `--help` start fast.
+# Start-up matters (`colabq status` and `colabq preflight` are typed often): heavy imports
+# (celery, redis, pydantic, rich, huggingface_hub) happen inside the commands that need them,
+# and each command's module is imported, and its options built, only when that command runs
+# (or when `--help` or shell completion lists it).
+
+# Where each command's function lives, in the order `colabq --help` lists them.
+COMMANDS = {
+    "preflight": "producer.preflight_cli",
+    "submit": "producer.submit_cli",
+    "status": "producer.status_cli",
+    "logs": __name__,
+    "cancel": __name__,
+    "stage": __name__,
+    "clean": "producer.clean",
+    "worker": __name__,
+    "beat": __name__,
+    "workers": __name__,
+    "doctor": "producer.doctor",
+    "janitor": __name__,
+    "adopt": __name__,
+    "demo": __name__,
+}
+
+
+def _load(name: str) -> Callable[..., None]:
+    return command(getattr(importlib.import_module(COMMANDS[name]), name))
+
+
+class Colabq(OneLineErrors):
+    loaders = {name: functools.partial(_load, name) for name in COMMANDS}
+
 
 app = typer.Typer(
     name="colabq",
     help="Queue long ML training jobs onto Colab GPU sessions; results on the Hugging Face Hub.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
-    cls=OneLineErrors,  # a usage error is one line, like every other colabq error
+    cls=Colabq,  # commands built when named; a usage error is one line, like every other error
     # --install-completion / --show-completion (bash, zsh, fish, powershell).
     add_completion=True,
 )
@@ -73,7 +103,8 @@ P = ParamSpec("P")
 
 
 def command(fn: Callable[P, None]) -> Callable[P, None]:
-    """Register a command whose known errors print one line and exit with a documented code."""
+    """A command whose known errors print one line and exit with a documented code (each
+    command in `COMMANDS` is this, built when the command is first named)."""
 
     @functools.wraps(fn)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> None:
@@ -83,7 +114,6 @@ def command(fn: Callable[P, None]) -> Callable[P, None]:
             err.print(f"colabq: {exc.advice()}", markup=False, highlight=False, soft_wrap=True)
             raise typer.Exit(exit_code_for(exc)) from None
 
-    app.command()(wrapper)
     return wrapper
 
 
@@ -98,7 +128,6 @@ from producer.clictx import (  # noqa: E402
 )
 
 
-@command
 def logs(
     job: JobArg,
     follow: Annotated[
@@ -154,7 +183,6 @@ def follow_lines(
             return state
 
 
-@command
 def cancel(
     job: JobArg,
     reason: Annotated[str, typer.Option(help="Recorded on the job.")] = "cancelled by user",
@@ -186,7 +214,6 @@ def cancel(
         out.print(text)
 
 
-@command
 def worker(
     gpu: Annotated[
         list[str] | None, typer.Option(help="GPU queues to serve (default: all).")
@@ -206,7 +233,6 @@ def worker(
     build_app(settings).worker_main(argv)
 
 
-@command
 def beat(loglevel: Annotated[str, typer.Option()] = "INFO") -> None:
     """Run beat (exactly one per deployment) with its own janitor worker.
 
@@ -221,7 +247,6 @@ def beat(loglevel: Annotated[str, typer.Option()] = "INFO") -> None:
     build_app(settings).worker_main([*argv, "-n", "colabq-beat@%h"])
 
 
-@command
 def janitor(
     dry_run: Annotated[bool, typer.Option("--dry-run/--act", help="Report only (default).")] = True,
     as_json: JsonOpt = False,
@@ -243,7 +268,6 @@ def janitor(
         out.print(render.janitor_table(report))
 
 
-@command
 def workers(as_json: JsonOpt = False) -> None:
     """The live workers: host, GPU types, busy or idle, the job each holds, its last beat."""
     import time
@@ -260,7 +284,6 @@ def workers(as_json: JsonOpt = False) -> None:
         out.print(render.workers_table(cards, time.time()))
 
 
-@command
 def adopt(job: JobArg, as_json: JsonOpt = False) -> None:
     """Take over a job whose worker host is gone, and finish it from this machine.
 
@@ -297,7 +320,6 @@ def adopt(job: JobArg, as_json: JsonOpt = False) -> None:
     raise typer.Exit(exitcodes.for_state(outcome.state))
 
 
-@command
 def demo(
     keep: Annotated[bool, typer.Option(help="Keep the demo folder afterwards.")] = False,
     as_json: Annotated[
@@ -314,21 +336,6 @@ def demo(
     raise typer.Exit(code)
 
 
-# Commands defined in their own modules, registered like the ones above.
-from producer.clean import clean  # noqa: E402
-from producer.doctor import doctor  # noqa: E402
-from producer.preflight_cli import preflight  # noqa: E402
-from producer.status_cli import status  # noqa: E402
-from producer.submit_cli import submit  # noqa: E402
-
-command(submit)
-command(preflight)
-command(status)
-command(clean)
-command(doctor)
-
-
-@command
 def stage(
     path: Annotated[Path, typer.Argument(help="Local file or folder (a data set, a checkpoint).")],
     to: Annotated[str, typer.Option("--to", help="hf://[datasets/]OWNER/REPO/PATH")],
@@ -339,12 +346,6 @@ def stage(
     from producer.stage import stage_command
 
     stage_command(path, to, overwrite, as_json)
-
-
-# `colabq --help` lists the commands in the order a user meets them.
-_ORDER = ["preflight", "submit", "status", "logs", "cancel", "stage", "clean", "worker", "beat",
-          "workers", "doctor", "janitor", "adopt", "demo"]  # fmt: skip
-app.registered_commands.sort(key=lambda c: _ORDER.index(getattr(c.callback, "__name__", "")))
 
 
 exit_code_for = exitcodes.for_error

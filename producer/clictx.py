@@ -1,38 +1,172 @@
 """What the `colabq` commands share: the consoles, and lazy access to settings, Celery and Redis.
 
-Heavy imports (celery, redis, pydantic-settings) happen inside these functions, so that
-`colabq preflight` and `--help` start fast. Every command builds its settings here, once:
-`load_settings()` where it needs them at once, a `LazySettings` where it may not need them.
+Heavy imports (celery, redis, pydantic-settings, rich) happen inside these functions, so that
+`colabq status`, `colabq preflight` and `--help` start fast. Every command builds its settings
+here, once: `load_settings()` where it needs them at once, a `LazySettings` where it may not
+need them, `ledger_address()` where it only reads the ledger.
+
+The consoles `out` and `err` are rich Consoles built on first use (importing rich costs about
+0.04 s of start-up), and again when the stream they write to was replaced (a test runner's), as
+a Console built when the command started would be. `print_line` prints one plain line as
+`out.print(Text(line))` does, without rich when the line fits the width rich would use.
 """
 
 from __future__ import annotations
 
+import builtins
 import os
+import sys
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
+
+from worker.errors import ConfigError
+from worker.utils import key_name_problem, redis_url_problem
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from worker.records.ledger import Ledger
     from worker.settings import Settings
 
-out = Console()
-err = Console(stderr=True)
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print data instead of a table.")]
 
 
 # Where pydantic-settings reads from (worker/settings.py's model_config; a test keeps them equal).
 ENV_PREFIX = "COLABQ_"
 ENV_FILE = ".env"
+# The settings a command that only reads the ledger needs, with worker/settings.py's defaults
+# (a test keeps them equal).
+LEDGER_DEFAULTS = {"redis_url": "redis://127.0.0.1:6379/0", "key_prefix": "colabq"}
+
+
+class _LazyConsole:
+    """A rich Console (`stderr` or not) built on first use; see the module's docstring."""
+
+    def __init__(self, *, stderr: bool) -> None:
+        self._stderr = stderr
+        self._built: tuple[object, Any] | None = None
+
+    def _console(self) -> Any:
+        stream: object = sys.stderr if self._stderr else sys.stdout
+        stream = getattr(stream, "rich_proxied_file", stream)  # rich's own redirect (Live)
+        if self._built is None or self._built[0] is not stream:
+            from rich.console import Console
+
+            self._built = (stream, Console(stderr=self._stderr))
+        return self._built[1]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._console(), name)
+
+    # Special methods are looked up on the type, not through __getattr__ (rich's Live enters
+    # its console to buffer a frame).
+    def __enter__(self) -> Any:
+        return self._console().__enter__()
+
+    def __exit__(self, *exc: object) -> None:
+        self._console().__exit__(*exc)
+
+
+if TYPE_CHECKING:
+    out: Console
+    err: Console
+else:
+    out = _LazyConsole(stderr=False)
+    err = _LazyConsole(stderr=True)
+
+
+def console_width() -> int:
+    """At most the width a rich Console on stdout renders to (COLUMNS, else the first of
+    stdin, stdout, stderr that is a terminal, else 80; 80 on a dumb terminal); 0 where rich
+    decides otherwise (Windows, a notebook)."""
+    if sys.platform == "win32" or hasattr(builtins, "get_ipython"):
+        return 0
+    columns = os.environ.get("COLUMNS", "")
+    widths = [80] if os.environ.get("TERM", "").lower() in ("dumb", "unknown") else []
+    if columns.isdigit():
+        widths.append(int(columns))
+    else:
+        widths.append(_terminal_width())
+    return min(widths)
+
+
+def _terminal_width() -> int:
+    for fd in (0, 1, 2):
+        try:
+            return os.get_terminal_size(fd).columns or 80
+        except (AttributeError, ValueError, OSError):
+            continue
+    return 80
+
+
+def print_line(text: str) -> None:
+    """Print `text` as `out.print(Text(text))` does: plainly, without importing rich, when it
+    is one printable ASCII line that fits the console's width; through rich otherwise."""
+    if text.isascii() and text.isprintable() and 0 < len(text) <= console_width():
+        print(text, flush=True)
+        return
+    from rich.text import Text
+
+    out.print(Text(text))
 
 
 def load_settings(**overrides: object) -> Settings:
     from worker.settings import load_settings as _load
 
     return _load(**overrides)
+
+
+@dataclass(frozen=True)
+class LedgerAddress:
+    """Where the ledger is: all that a command that only reads it needs of the settings."""
+
+    redis_url: str
+    key_prefix: str
+
+
+def ledger_address() -> LedgerAddress:
+    """The `redis_url` and `key_prefix` settings, validated as the settings object validates
+    them (the same one-line errors). Read without pydantic-settings (about 0.1 s of start-up)
+    when the environment sets no other setting and no .env file names any; otherwise from the
+    settings object, so that an invalid setting fails this command as it fails every other."""
+    found = _ledger_settings_alone()
+    if found is None:
+        settings = load_settings()
+        return LedgerAddress(settings.redis_url, settings.key_prefix)
+    url = found.get("redis_url", LEDGER_DEFAULTS["redis_url"])
+    prefix = found.get("key_prefix", LEDGER_DEFAULTS["key_prefix"])
+    # In the settings' field order: the first invalid field is the one reported.
+    for name, problem in (("redis_url", redis_url_problem(url)),
+                          ("key_prefix", key_name_problem(prefix, empty_ok=False))):  # fmt: skip
+        if problem:
+            raise ConfigError.invalid(f"{ENV_PREFIX}{name.upper()}", problem)
+    return LedgerAddress(url, prefix)
+
+
+def _ledger_settings_alone() -> dict[str, str] | None:
+    """The ledger settings the environment sets, when it sets no other setting (in any case,
+    once each) and no .env file may set one; else None."""
+    found: dict[str, str] = {}
+    prefix = ENV_PREFIX.lower()  # pydantic-settings' names are case-insensitive
+    for key, value in os.environ.items():
+        name = key.lower()
+        if not name.startswith(prefix):
+            continue
+        field = name[len(prefix) :]
+        if field not in LEDGER_DEFAULTS or field in found:
+            return None
+        found[field] = value
+    try:
+        text = Path(ENV_FILE).read_bytes()
+    except FileNotFoundError:
+        return found
+    except OSError:
+        return None  # unreadable, or not a file: the settings object says what it makes of it
+    return None if prefix.encode() in text.lower() else found
 
 
 class LazySettings:

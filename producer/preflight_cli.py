@@ -10,7 +10,7 @@ huggingface_hub (the `hf://` checker, `preflight_hub.py`, builds the Hub store o
 first `hf://` URI is checked), nor pydantic-settings: the command's one settings object is a
 `LazySettings`, built only when a setting is needed (quiet windows named somewhere, an `hf://`
 input, an ETA measured from the ledger). The checks library is imported inside the functions
-that use it, so registering this command costs every other `colabq` command nothing.
+that use it, and rich (the report's table) only when the report is drawn, not for `--json`.
 """
 
 from __future__ import annotations
@@ -26,14 +26,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.text import Text
 
 from producer.clictx import LazySettings
 from worker.errors import UserInputError
 from worker.utils import pairs, parse_duration_s
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from producer.preflight.remote import RemoteStatus
     from producer.preflight.report import Finding, Report
 
@@ -86,6 +86,17 @@ def quiet_windows_from(settings: LazySettings) -> tuple[str, ...]:
     """The `quiet_windows` setting (COLABQ_QUIET_WINDOWS in the environment or .env); the
     settings are built only when a source may set it, else there are none."""
     return settings().quiet_windows if settings.may_set("quiet_windows") else ()
+
+
+def _ledger_measurer(settings: LazySettings) -> Callable[[str], float | None]:
+    """`eta_history.ledger_measurer`, imported when the ETA check first asks for a measure."""
+
+    def measure(reference: str) -> float | None:
+        from producer.eta_history import ledger_measurer
+
+        return ledger_measurer(settings)(reference)
+
+    return measure
 
 
 def wall_cap_s(text: str) -> float:
@@ -266,8 +277,6 @@ def gate(
     `measure_epoch_s` to none (the ETA is then measured only from what the user gives),
     `settings` to the settings of this process (built when needed).
     """
-    from producer.preflight.render import print_report, render_report
-
     env = dict(os.environ) if env is None else env
     settings = LazySettings() if settings is None else settings
     hf = build_hf_checker(settings, inputs.hub_inputs) if hf is None else hf
@@ -284,9 +293,15 @@ def gate(
         if not report.ok:
             print(json.dumps(report_data(report, None, checked.config)))
     elif report.ok:
+        from rich.text import Text
+
+        from producer.preflight.render import render_report
+
         console.print(render_report(report, show_details=False))
         console.print(Text(f"report digest {report.digest}", style="dim"), soft_wrap=True)
     else:
+        from producer.preflight.render import print_report
+
         print_report(console, report)
     if not report.ok:
         raise PreflightFailed(report.failed_checks)
@@ -326,8 +341,6 @@ def preflight(
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as data.")] = False,
 ) -> None:
     """Run the five pre-flight checks on a training repository (exit 2 if one fails)."""
-    from producer.preflight.render import print_report
-
     inputs = PreflightInputs(
         run_name=name,
         repo=repo,
@@ -341,15 +354,13 @@ def preflight(
         wall=wall,
         waive=tuple(waive or ()),
     )
-    from producer.eta_history import ledger_measurer
-
     settings = LazySettings()
     checked = run_checks(
         inputs,
         env=dict(os.environ),
         now=datetime.now(UTC),
         hf=build_hf_checker(settings, inputs.hub_inputs),
-        measure_epoch_s=ledger_measurer(settings),
+        measure_epoch_s=_ledger_measurer(settings),
         quiet_windows=quiet_windows_from(settings),
     )
     target = SubmitTarget(gpu=gpu, hub_repo=hub_repo, local_store=local_store)
@@ -357,6 +368,10 @@ def preflight(
     if as_json:
         print(json.dumps(report_data(checked.report, command, checked.config), indent=2))
     else:
+        from rich.console import Console
+
+        from producer.preflight.render import print_report
+
         console = Console()
         print_report(console, checked.report, submit_command=command)
         if command is not None and not (hub_repo or local_store):

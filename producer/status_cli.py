@@ -4,7 +4,9 @@ time and compute units; `status JOB` exits with the job's outcome (`exitcodes.fo
 Owns the command's options, its connection and the live view. What the list holds and how it is
 read fast is `producer.joblist`'s; the drawing is `producer.render`'s. Start-up matters: this
 module imports only Typer at load time, and the command never imports Celery or
-`worker.session` (so not `worker.deps` either: it builds its Redis client itself).
+`worker.session` (so not `worker.deps` either: it builds its Redis client itself). The list
+reads its two settings without pydantic-settings (`clictx.ledger_address`), and the list
+neither as `--json` nor empty imports rich; one job (`status JOB`) builds the whole settings.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
-from producer.clictx import JsonOpt, load_settings, out
+from producer.clictx import JsonOpt, LedgerAddress, ledger_address, load_settings, out, print_line
 from worker.errors import BrokerUnavailable, LedgerError, UserInputError
 
 if TYPE_CHECKING:
@@ -103,17 +105,18 @@ def status(
         )
     if job is not None:
         settings = load_settings()
-        _one_job(settings, _client(settings), job, watch=watch, every_s=every, as_json=as_json)
+        where = LedgerAddress(settings.redis_url, settings.key_prefix)
+        _one_job(settings, _client(where), job, watch=watch, every_s=every, as_json=as_json)
         return
     args = _ListArgs.of(state or [], run, since, mine, limit, page)  # checked before connecting
-    settings = load_settings()
-    client = _client(settings)
+    where = ledger_address()
+    client = _client(where)
     if as_json:
-        print(json.dumps(_list_json(settings, client, args)))
+        print(json.dumps(_list_json(where, client, args)))
     elif watch:
-        _live(lambda: (_list_view(settings, client, args), False), every)
+        _live(lambda: (_list_view(where, client, args), False), every)
     else:
-        out.print(_list_view(settings, client, args))
+        _print_list(where, client, args)
 
 
 @dataclass(frozen=True)
@@ -160,30 +163,45 @@ class _ListArgs:
         return shlex.join([*argv, "--page", str(self.page + 1)])
 
 
-def _listing(settings: Settings, client: Any, args: _ListArgs, now: float) -> Listing:
+def _listing(where: LedgerAddress, client: Any, args: _ListArgs, now: float) -> Listing:
     from producer.joblist import read_listing
     from worker.records.keys import Keys
 
-    keys, filters = Keys(settings.key_prefix), args.filters(now)
+    keys, filters = Keys(where.key_prefix), args.filters(now)
     return _reading(
-        settings, lambda: read_listing(client, keys, filters, limit=args.limit, page=args.page)
+        where, lambda: read_listing(client, keys, filters, limit=args.limit, page=args.page)
     )
 
 
-def _list_view(settings: Settings, client: Any, args: _ListArgs) -> RenderableType:
+def _list_view(where: LedgerAddress, client: Any, args: _ListArgs) -> RenderableType:
+    now = time.time()
+    return _table(_listing(where, client, args, now), now, args)
+
+
+def _table(listing: Listing, now: float, args: _ListArgs) -> RenderableType:
     from producer import render
 
-    now = time.time()
-    listing = _listing(settings, client, args, now)
     width = max(80, render.console_width())
     return render.jobs_table(listing, now, next_page=args.next_page(), width=width)
 
 
-def _list_json(settings: Settings, client: Any, args: _ListArgs) -> list[dict[str, Any]]:
+def _print_list(where: LedgerAddress, client: Any, args: _ListArgs) -> None:
+    """The list as `_list_view` draws it; a page without rows is its footer line alone."""
     from producer import render
 
     now = time.time()
-    listing = _listing(settings, client, args, now)
+    listing = _listing(where, client, args, now)
+    if listing.rows:
+        out.print(_table(listing, now, args))
+    else:
+        print_line(render.footer(listing, args.next_page()))
+
+
+def _list_json(where: LedgerAddress, client: Any, args: _ListArgs) -> list[dict[str, Any]]:
+    from producer import render
+
+    now = time.time()
+    listing = _listing(where, client, args, now)
     return [render.row_json(r, listing.short[r.job_id], now) for r in listing.rows]
 
 
@@ -284,30 +302,30 @@ def _live(draw: Callable[[], tuple[RenderableType, bool]], every_s: float) -> bo
             out.line()  # Live ends a view written to a pipe or file without one
 
 
-def _reading(settings: Settings, fn: Callable[[], T]) -> T:
+def _reading(where: LedgerAddress | Settings, fn: Callable[[], T]) -> T:
     """`fn()`, with Redis failing mid-way as one line (exit 3), never a traceback."""
     import redis
 
     try:
         return fn()
     except (redis.ConnectionError, redis.TimeoutError) as exc:
-        raise BrokerUnavailable(settings.redis_url, type(exc).__name__) from None
+        raise BrokerUnavailable(where.redis_url, type(exc).__name__) from None
     except redis.RedisError as exc:  # e.g. an ACL that forbids a command
         raise LedgerError(f"Redis refused a read: {str(exc).splitlines()[0]}.") from None
 
 
-def _client(settings: Settings) -> Any:
+def _client(where: LedgerAddress) -> Any:
     """A Redis client that answers now (`worker.deps.connect_ledger`'s, without importing
     `worker.deps`, which loads the session and Colab modules this command never needs)."""
     import redis
 
     client = redis.Redis.from_url(
-        settings.redis_url, socket_connect_timeout=5, socket_timeout=30, health_check_interval=30
+        where.redis_url, socket_connect_timeout=5, socket_timeout=30, health_check_interval=30
     )
     try:
         client.ping()
     except redis.RedisError as exc:
-        raise BrokerUnavailable(settings.redis_url, type(exc).__name__) from None
+        raise BrokerUnavailable(where.redis_url, type(exc).__name__) from None
     return client
 
 

@@ -53,6 +53,10 @@ class SpecError(UserInputError):
 class ConfigError(UserInputError):
     """A setting is invalid (named by its environment variable)."""
 
+    @classmethod
+    def invalid(cls, variable: str, why: str) -> ConfigError:
+        return cls(f"Invalid setting {variable}: {why}. Fix it in the environment or .env.")
+
 
 # --- the ledger -----------------------------------------------------------------------------
 

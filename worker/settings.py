@@ -4,6 +4,9 @@ Built once at an entry point (`load_settings()`), never at import time, and pass
 invalid value fails at start-up as one `ConfigError` line naming its variable. Secrets are not
 settings values: the Hub token is a 0600 file whose *path* is a setting, read only by the runner
 on the worker host (a submitting machine uses huggingface_hub's own login, `producer/stage.py`).
+The checks of `redis_url` and `key_prefix` are `worker.utils`'s, so that `colabq status`, which
+reads only those two, can read them without this module when nothing sets any other setting
+(`producer.clictx.ledger_address`).
 
 The Hub endpoint of the producer commands (`hub_endpoint()`): `COLABQ_HF_ENDPOINT` (environment
 or `.env`), else `HF_ENDPOINT` from the process environment (the variable huggingface_hub itself
@@ -19,19 +22,17 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import urlsplit
 
 from pydantic import Field, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from worker.errors import ConfigError
+from worker.utils import key_name_problem, redis_url_problem
 
 ENV_PREFIX = "COLABQ_"
 ENV_FILE = ".env"
-FIX = "Fix it in the environment or .env."
 ALL_GPUS = ("T4", "L4", "G4", "A100", "H100")  # worker.spec.Gpu's, kept equal by a test
-# Redis keys and queue names: nothing a shell, a path or a glob would read as syntax.
-_SAFE_NAME = re.compile(r"[A-Za-z0-9._:-]*")
 
 
 def _default_state_dir() -> Path:
@@ -40,33 +41,6 @@ def _default_state_dir() -> Path:
     xdg = os.environ.get("XDG_STATE_HOME", "")
     base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".local" / "state"
     return base / "colabq"
-
-
-def redis_url_problem(url: str) -> str | None:
-    """Why `url` is not a Redis URL colabq can use, or None. Parsed as redis-py parses it
-    (urllib), but stricter: a port in 1-65535, a database that is a non-negative integer."""
-    if not url.startswith(("redis://", "rediss://", "unix://")):
-        return "must start with redis://, rediss:// or unix://"
-    parts = urlsplit(url)
-    try:
-        port = parts.port
-    except ValueError:
-        return f"the port {parts.netloc.rpartition(':')[2]!r} is not a number in 1-65535"
-    if port == 0:
-        return "the port must be in 1-65535"
-    db_texts = parse_qs(parts.query).get("db", [])
-    if parts.scheme == "unix":
-        if not parts.path:
-            return "unix:// needs the socket's path (unix:///run/redis.sock?db=0)"
-    else:
-        if not parts.hostname:
-            return "names no host (redis://HOST:PORT/DB)"
-        if parts.path.strip("/"):
-            db_texts.append(parts.path.strip("/"))
-    for text in db_texts:
-        if not text.isdigit():
-            return f"the database {text!r} is not a non-negative integer"
-    return None
 
 
 def hub_url_problem(url: str) -> str | None:
@@ -214,10 +188,8 @@ class Settings(BaseSettings):
     @field_validator("key_prefix", "queue_prefix")
     @classmethod
     def _name_safe(cls, v: str, info: ValidationInfo) -> str:
-        if not _SAFE_NAME.fullmatch(v):
-            raise ValueError("may hold only letters, digits, '.', '_', '-' and ':'")
-        if not v and info.field_name == "key_prefix":
-            raise ValueError("must not be empty")
+        if problem := key_name_problem(v, empty_ok=info.field_name != "key_prefix"):
+            raise ValueError(problem)
         return v
 
     @field_validator("hf_endpoint")
@@ -308,7 +280,7 @@ class Settings(BaseSettings):
 
 
 def _invalid(field: str, why: str) -> ConfigError:
-    return ConfigError(f"Invalid setting {ENV_PREFIX}{field.upper()}: {why}. {FIX}")
+    return ConfigError.invalid(f"{ENV_PREFIX}{field.upper()}", why)
 
 
 def _why(msg: str) -> str:

@@ -1,9 +1,11 @@
-"""Small pure helpers with no home of their own."""
+"""Small pure helpers with no home of their own (none imports more than the standard library
+and `worker.errors`: `colabq` reads its ledger settings with these, without pydantic)."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from urllib.parse import parse_qs, urlsplit
 
 from worker.errors import UserInputError
 
@@ -69,3 +71,43 @@ def pairs(option: str, items: Sequence[str], shape: str) -> dict[str, str]:
             raise UserInputError(f"{option} {key} is given twice.")
         found[key] = value
     return found
+
+
+# Redis keys and queue names: nothing a shell, a path or a glob would read as syntax.
+_SAFE_NAME = re.compile(r"[A-Za-z0-9._:-]*")
+
+
+def key_name_problem(name: str, *, empty_ok: bool) -> str | None:
+    """Why `name` cannot start Redis keys or queue names, or None."""
+    if not _SAFE_NAME.fullmatch(name):
+        return "may hold only letters, digits, '.', '_', '-' and ':'"
+    if not name and not empty_ok:
+        return "must not be empty"
+    return None
+
+
+def redis_url_problem(url: str) -> str | None:
+    """Why `url` is not a Redis URL colabq can use, or None. Parsed as redis-py parses it
+    (urllib), but stricter: a port in 1-65535, a database that is a non-negative integer."""
+    if not url.startswith(("redis://", "rediss://", "unix://")):
+        return "must start with redis://, rediss:// or unix://"
+    parts = urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:
+        return f"the port {parts.netloc.rpartition(':')[2]!r} is not a number in 1-65535"
+    if port == 0:
+        return "the port must be in 1-65535"
+    db_texts = parse_qs(parts.query).get("db", [])
+    if parts.scheme == "unix":
+        if not parts.path:
+            return "unix:// needs the socket's path (unix:///run/redis.sock?db=0)"
+    else:
+        if not parts.hostname:
+            return "names no host (redis://HOST:PORT/DB)"
+        if parts.path.strip("/"):
+            db_texts.append(parts.path.strip("/"))
+    for text in db_texts:
+        if not text.isdigit():
+            return f"the database {text!r} is not a non-negative integer"
+    return None

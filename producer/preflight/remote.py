@@ -3,19 +3,21 @@
 Owns the `RemoteChecker` protocol, the urllib checker for `https://`, routing by scheme to
 injected checkers (the Hub store lives in `worker/`, so `hf://` is always delegated), and the
 thread pool that checks every URI concurrently. "Could not check" is its own state, never a
-pass.
+pass. urllib.request and the thread pool are imported when a URI is checked (about 0.02 s of
+start-up that a pre-flight without remote inputs does not pay).
 """
 
 from __future__ import annotations
 
-import urllib.error
+import functools
 import urllib.parse
-import urllib.request
 from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    import urllib.request
 
 MAX_PARALLEL_CHECKS = 16
 
@@ -40,24 +42,32 @@ def scheme_of(uri: str) -> str:
     return uri.split("://", 1)[0].lower() if "://" in uri else ""
 
 
-class _KeepMethodRedirect(urllib.request.HTTPRedirectHandler):
-    """Follow redirects without turning HEAD into a full GET or leaking auth to another host."""
+@functools.cache
+def _keep_method_redirect() -> type[urllib.request.HTTPRedirectHandler]:
+    import urllib.request
 
-    def redirect_request(
-        self,
-        req: urllib.request.Request,
-        fp: object,
-        code: int,
-        msg: str,
-        headers: object,
-        newurl: str,
-    ) -> urllib.request.Request | None:
-        new = super().redirect_request(req, fp, code, msg, headers, newurl)  # type: ignore[arg-type]
-        if new is not None:
-            new.method = req.get_method()
-            if urllib.parse.urlsplit(newurl).netloc != urllib.parse.urlsplit(req.full_url).netloc:
-                new.remove_header("Authorization")
-        return new
+    class KeepMethodRedirect(urllib.request.HTTPRedirectHandler):
+        """Follow redirects without turning HEAD into a full GET or leaking auth to another
+        host."""
+
+        def redirect_request(
+            self,
+            req: urllib.request.Request,
+            fp: object,
+            code: int,
+            msg: str,
+            headers: object,
+            newurl: str,
+        ) -> urllib.request.Request | None:
+            new = super().redirect_request(req, fp, code, msg, headers, newurl)  # type: ignore[arg-type]
+            if new is not None:
+                new.method = req.get_method()
+                old_host = urllib.parse.urlsplit(req.full_url).netloc
+                if urllib.parse.urlsplit(newurl).netloc != old_host:
+                    new.remove_header("Authorization")
+            return new
+
+    return KeepMethodRedirect
 
 
 # A HEAD some servers refuse (405/501) or sign only for GET (400/403 on presigned URLs).
@@ -81,7 +91,9 @@ class HttpRemoteChecker:
         scheme = scheme_of(uri)
         if scheme != "https" and not (self.allow_http and scheme == "http"):
             return RemoteStatus(RemoteState.UNCHECKABLE, f"not an https URI: {uri}")
-        handlers: list[urllib.request.BaseHandler] = [_KeepMethodRedirect()]
+        import urllib.request
+
+        handlers: list[urllib.request.BaseHandler] = [_keep_method_redirect()()]
         if not self.use_env_proxies:
             handlers.append(urllib.request.ProxyHandler({}))
         opener = urllib.request.build_opener(*handlers)
@@ -104,6 +116,9 @@ class HttpRemoteChecker:
     def _status(
         self, opener: urllib.request.OpenerDirector, uri: str, method: str
     ) -> tuple[int | None, str]:
+        import urllib.error
+        import urllib.request
+
         # The scheme was checked in `check`: only http(s) reaches here, never file:.
         request = urllib.request.Request(uri, method=method, headers=dict(self.headers))  # noqa: S310
         if method == "GET":
@@ -159,6 +174,7 @@ def check_all(
     unique = list(dict.fromkeys(uris))
     if not unique:
         return {}
+    from concurrent.futures import ThreadPoolExecutor
 
     def one(uri: str) -> RemoteStatus:
         try:

@@ -1,0 +1,153 @@
+"""What `colabq status` reads of the settings without pydantic-settings (`ledger_address`) is
+what the settings object says, valid or not, in the same one line; any other setting set (or a
+.env that may set one) makes it build the settings object. And `print_line` prints as rich."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.console import Console
+from rich.text import Text
+
+from producer import clictx
+from producer.clictx import LEDGER_DEFAULTS, ledger_address, print_line
+from worker.errors import ConfigError
+from worker.settings import Settings, load_settings
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No setting of the developer's shell or a stray .env: each test sets what it reads."""
+    for name in list(os.environ):
+        if name.upper().startswith("COLABQ_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+
+
+def _settings_say() -> tuple[str, str] | str:
+    try:
+        s = load_settings()
+    except ConfigError as exc:
+        return str(exc)
+    return s.redis_url, s.key_prefix
+
+
+def _address_says(monkeypatch: pytest.MonkeyPatch) -> tuple[tuple[str, str] | str, bool]:
+    """`ledger_address()` (or its error line), and whether it built the settings object."""
+    built: list[bool] = []
+
+    def spy(**overrides: object) -> Settings:
+        built.append(True)
+        return load_settings(**overrides)
+
+    monkeypatch.setattr(clictx, "load_settings", spy)
+    try:
+        got: tuple[str, str] | str = tuple(vars(ledger_address()).values())  # type: ignore[assignment]
+    except ConfigError as exc:
+        got = str(exc)
+    return got, bool(built)
+
+
+# (environment, .env text or None, the settings object built)
+CASES: list[tuple[dict[str, str], str | None, bool]] = [
+    ({}, None, False),
+    ({"COLABQ_REDIS_URL": "redis://cache.internal:7000/2"}, None, False),
+    ({"colabq_key_prefix": "team-a", "COLABQ_REDIS_URL": "unix:///run/r.sock?db=1"}, None, False),
+    ({"COLABQ_KEY_PREFIX": "bad prefix"}, None, False),
+    ({"COLABQ_KEY_PREFIX": ""}, None, False),
+    ({"COLABQ_REDIS_URL": "redis://h:0/0"}, None, False),
+    ({"COLABQ_REDIS_URL": "http://x", "COLABQ_KEY_PREFIX": "bad prefix"}, None, False),
+    ({"COLABQ_REDIS_URL": "redis://h/x"}, None, False),
+    ({}, "OTHER_TOOL=1\n", False),
+    ({"COLABQ_LEASE_TTL_S": "45"}, None, True),
+    ({"COLABQ_POLL_INTERVAL_S": "nan", "COLABQ_KEY_PREFIX": "team"}, None, True),
+    ({"COLABQ_KEY_PREFIX": "a", "colabq_key_prefix": "b"}, None, True),
+    ({"COLABQ_UNKNOWN": "1"}, None, True),
+    ({}, "COLABQ_KEY_PREFIX=from-dot-env\n", True),
+    ({"COLABQ_KEY_PREFIX": "env-wins"}, "colabq_key_prefix=dot-env-loses\n", True),
+    ({}, "COLABQ_REDIS_URL=ftp://nope\n", True),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("env", "dot_env", "builds"), CASES)
+def test_the_ledger_address_is_what_the_settings_say(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, env: dict[str, str],
+    dot_env: str | None, builds: bool,
+) -> None:  # fmt: skip
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    if dot_env is not None:
+        (tmp_path / ".env").write_text(dot_env)
+    expected = _settings_say()
+    assert _address_says(monkeypatch) == (expected, builds)
+
+
+def test_an_env_file_that_is_a_folder_is_left_to_the_settings_object(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    (tmp_path / ".env").mkdir()
+    assert _address_says(monkeypatch) == (_settings_say(), True)
+
+
+def test_the_ledger_defaults_are_the_settings_defaults() -> None:
+    fields: Any = Settings.model_fields
+    assert {name: fields[name].default for name in LEDGER_DEFAULTS} == LEDGER_DEFAULTS
+
+
+LINES = [
+    ("No job matched.", "80"),
+    ("No job matched.", "15"),
+    ("No job matched.", "14"),
+    ("Page 3 is past the end: 12 matched, 1 page(s).", "30"),
+    ("x" * 90, "80"),
+    ("a\tb", "80"),
+    ("ünï", "80"),
+    ("Page 3 is past the end: 12 matched, 1 page(s).", "0"),
+]
+
+
+@pytest.mark.parametrize(("text", "columns"), LINES)
+def test_a_plain_line_prints_as_rich_prints_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], text: str, columns: str
+) -> None:
+    monkeypatch.setenv("COLUMNS", columns)
+    monkeypatch.delenv("TERM", raising=False)
+    Console().print(Text(text))
+    by_rich = capsys.readouterr().out
+    print_line(text)
+    assert capsys.readouterr().out == by_rich
+
+
+class _NoRich:
+    def __getattr__(self, name: str) -> Any:
+        raise AssertionError(f"rich was asked for {name}")
+
+
+def test_a_line_that_fits_is_printed_without_rich(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setattr(clictx, "out", _NoRich())
+    print_line("No job matched.")
+    assert capsys.readouterr().out == "No job matched.\n"
+    with pytest.raises(AssertionError, match="rich was asked"):
+        print_line("x" * 81)  # the other side: a line rich would wrap goes through rich
+
+
+@pytest.mark.parametrize(
+    ("env", "at_most"),
+    [({"COLUMNS": "120"}, 120), ({"COLUMNS": "200", "TERM": "dumb"}, 80),
+     ({"COLUMNS": "7"}, 7)],
+)  # fmt: skip
+def test_the_console_width_is_never_wider_than_riches(
+    monkeypatch: pytest.MonkeyPatch, env: dict[str, str], at_most: int
+) -> None:
+    monkeypatch.delenv("TERM", raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert clictx.console_width() == at_most
+    assert clictx.console_width() <= Console().width
