@@ -1,44 +1,27 @@
 """Wiring: builds each side effect once per process from the settings, and passes it down.
 
-No module-level singletons: entry points (the Celery task, the CLI, the exec client) call these.
+No module-level singletons: entry points (the Celery task, the CLI) call these; the exec client
+and the watchdog build their Redis client with `worker.records.forward` (this module's too).
 """
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import redis
-from redis.backoff import ExponentialBackoff
-from redis.retry import Retry
 
 from worker.clock import SystemClock
 from worker.colab.driver import ColabCli
+from worker.records.forward import connect
 from worker.records.keys import Keys
 from worker.records.ledger import Ledger
 from worker.session.jobfiles import JobFiles
 from worker.settings import Settings
 
 
-def redis_retry(budget_s: float) -> Retry:
-    """Retries with backoff (50 ms doubling to 1 s) that last about `budget_s` while Redis is
-    unreachable: a short outage (a restart, a failover) costs time, not the job."""
-    backoff_cap_s = 1.0
-    ramp = 5  # 0.05 + 0.1 + 0.2 + 0.4 + 0.8 s before the cap
-    retries = 0 if budget_s <= 0 else ramp + max(0, math.ceil(budget_s / backoff_cap_s))
-    return Retry(ExponentialBackoff(cap=backoff_cap_s, base=0.05), retries)
-
-
 def build_redis(settings: Settings, *, retry_s: float | None = None) -> redis.Redis:
     """A client whose every call survives an outage of `retry_s` (default: the settings')."""
-    budget = settings.redis_retry_s if retry_s is None else retry_s
-    return redis.Redis.from_url(
-        settings.redis_url,
-        socket_connect_timeout=5,
-        socket_timeout=30,
-        health_check_interval=30,
-        retry=redis_retry(budget),
-    )
+    return connect(settings.redis_url, settings.redis_retry_s if retry_s is None else retry_s)
 
 
 def build_ledger(

@@ -17,6 +17,8 @@ import redis
 
 from worker.clock import Clock
 from worker.errors import AmbiguousJob, IllegalTransition, JobNotFound, RunNameInUse, StaleOwner
+from worker.records.forward import Feed
+from worker.records.forward import ForwardItem as ForwardItem  # callers import it from here
 from worker.records.keys import Keys
 from worker.spec import JobSpec, decode_spec, destination, destination_key, encode_spec
 from worker.states import HOLDS_SESSION, TERMINAL, JobState, can_transition
@@ -59,45 +61,6 @@ RUNTIME_FIELDS = frozenset(
         "tracker_experiment",
     }
 )
-
-# Forward a batch of the VM's console lines to the job's log stream and record how far it got,
-# in one atomic step. Each item carries the byte offset just past it in the VM's console log;
-# an item at or before the recorded offset was forwarded already (a retried batch, a client
-# that re-attached) and is skipped: every line reaches the stream exactly once. A client of an
-# older segment (its VM was lost and a new one started) changes nothing.
-# KEYS: watch hash, log stream. ARGV: segment, maxlen, retention (s), then (end offset, kind,
-# payload)... The stream's retention is renewed with every line.
-# kinds: l = a line; s = a sentinel "WHAT=value"; e = the attach's end. A line moves the offset
-# strictly forward; a sentinel or an end may sit at the offset already recorded (the attach's own
-# markers take no bytes), and applying one twice changes nothing.
-_FORWARD = """
-local seg = redis.call('HGET', KEYS[1], 'segment') or '0'
-if seg ~= ARGV[1] then return -1 end
-local cur = tonumber(redis.call('HGET', KEYS[1], 'log_offset') or '0')
-local added = false
-for i = 4, #ARGV, 3 do
-  local pos = tonumber(ARGV[i])
-  local kind = ARGV[i + 1]
-  if pos > cur or (kind ~= 'l' and pos >= cur) then
-    if kind == 'l' then
-      redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[2], '*', 'line', ARGV[i + 2],
-                 'stream', 'out')
-      added = true
-    else
-      local text = ARGV[i + 2]
-      local eq = string.find(text, '=', 1, true)
-      if eq then
-        redis.call('HSET', KEYS[1], 'exec_' .. string.lower(string.sub(text, 1, eq - 1)),
-                   string.sub(text, eq + 1))
-      end
-    end
-    cur = pos
-  end
-end
-redis.call('HSET', KEYS[1], 'log_offset', cur)
-if added then redis.call('EXPIRE', KEYS[2], ARGV[3]) end
-return cur
-"""
 
 # Record a batch of new QUEUED jobs (`create_many`), all or none. A known idempotency key gives
 # the job first submitted under it (nothing written); a live job writing to the same destination
@@ -225,15 +188,6 @@ class Renewal(enum.IntEnum):
 
 
 @dataclass(frozen=True)
-class ForwardItem:
-    """One thing read from the VM's console log, with the byte offset just past it."""
-
-    end_offset: int
-    kind: str  # "l" line, "s" sentinel ("WHAT=value"), "e" the attach's end
-    payload: str
-
-
-@dataclass(frozen=True)
 class HistoryEntry:
     state: JobState
     at: float
@@ -281,7 +235,8 @@ class Ledger:
         self.retention_s = retention_s
         self._create = client.register_script(_CREATE)
         self._find = client.register_script(_FIND_BY_PREFIX)
-        self._forward = client.register_script(_FORWARD)
+        # The observers' part (the attach client's and the watchdog's writes), shared with them.
+        self.feed = Feed(client, keys, log_maxlen=log_maxlen, retention_s=retention_s)
         self._start_segment = client.register_script(_START_SEGMENT)
         self._renew = client.register_script(_RENEW)
         self._take_over = client.register_script(_TAKE_OVER)
@@ -603,11 +558,7 @@ class Ledger:
     # --- watchdog observations (not state: no owner needed) ---------------------------------
 
     def record_watch(self, job_id: str, fields: Mapping[str, str]) -> None:
-        pipe = self.r.pipeline(transaction=True)
-        pipe.hset(self.keys.watch(job_id), mapping=dict(fields))
-        if "endpoint" in fields:
-            pipe.hset(self.keys.endpoints(), fields["endpoint"], job_id)
-        pipe.execute()
+        self.feed.record_watch(job_id, fields)
 
     def read_watch(self, job_id: str) -> dict[str, str]:
         raw = self.r.hgetall(self.keys.watch(job_id))
@@ -617,12 +568,9 @@ class Ledger:
 
     def forward(self, job_id: str, segment: int, items: list[ForwardItem]) -> int:
         """Append `items` past the recorded offset, atomically with the offset itself; returns
-        the offset now recorded, or -1 if `segment` is not the job's current one."""
-        args: list[str | int] = [str(segment), self.log_maxlen, int(self.retention_s)]
-        for it in items:
-            args += [it.end_offset, it.kind, it.payload]
-        keys = [self.keys.watch(job_id), self.keys.log(job_id)]
-        return int(self._forward(keys=keys, args=args))
+        the offset now recorded, or -1 if `segment` is not the job's current one (the script
+        and its arguments are `worker.records.forward`'s, shared with the attach client)."""
+        return self.feed.forward(job_id, segment, items)
 
     def start_segment(self, job_id: str, owner: str, segment: int) -> None:
         """Reset the console offset and the VM's sentinels for segment `segment` (as owner)."""
@@ -650,8 +598,7 @@ class Ledger:
         return True
 
     def cancel_requested(self, job_id: str) -> str | None:
-        raw = self.r.get(self.keys.cancel(job_id))
-        return raw.decode() if raw is not None else None
+        return self.feed.cancel_requested(job_id)
 
     # --- log stream -------------------------------------------------------------------------
 

@@ -6,11 +6,18 @@ the VM and forwards it to the job's Redis stream, every line exactly once.
 It reads `attach.json` (session, nonce, segment, CLI, timeout) from the job folder and the
 recorded console offset from Redis, writes the attach cell for that offset, and runs
 `colab exec -f` on it as its own child, in its own process group (the owner ends both with one
-`killpg`). A reader thread turns the cell's framed lines into items; the main thread forwards
-them in batches, each batch with the offset it reaches in one atomic Redis step, so a client that
-dies at any moment leaves an offset the next one resumes from. Through a Redis outage the batch
-is retried with backoff while the reader keeps reading. A gap in the offsets (output lost on the
-way) or a newer segment ends it: the owner attaches again from the recorded offset.
+`killpg`). A reader thread turns the cell's output, a pipe read in chunks, into runs of framed
+items that follow on from each other; the main thread forwards them in batches, each batch with
+the offset it reaches in one atomic Redis step, so a client that dies at any moment leaves an
+offset the next one resumes from. Through a Redis outage the batch is retried with backoff while
+the reader keeps reading. A gap in the offsets (output lost on the way) or a newer segment ends
+it: the owner attaches again from the recorded offset.
+
+It runs once per held session for the whole run, so it imports only what it uses: redis-py and
+`worker.records.forward` (never the contract, pydantic, nor the settings object). A chatty job
+prints 100k lines in a fraction of a second, so its lines are parsed a chunk at a time by one
+regular expression, and a run waits for Redis as three strings (`forward.Lines`), not as an
+object per line: a backlog costs little more memory than its text.
 
 Exit status: 0 once the cell's end was recorded; 1 otherwise (the owner decides what next).
 Nothing here ever stops a session or touches the job: the run lives on the VM.
@@ -21,19 +28,23 @@ from __future__ import annotations
 import json
 import os
 import queue
+import re
 import subprocess
 import sys
 import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, NamedTuple, Protocol
 
-from worker.records.ledger import ForwardItem, Ledger
-from worker.session.plan import attach_source
+from worker.records.forward import Feed, Lines, feed_settings
+from worker.session.cells import attach_source
 
-BATCH_MAX = 1000  # items per Redis round trip
+# A batch takes runs until it holds this many items (the script holds Redis ~5 ms per 2,000
+# lines); one run is what one read brought, ~1,000 lines at most.
+BATCH_MAX = 2000
 BATCH_WAIT_S = 0.05  # how long a batch waits for more lines before it goes
+READ_CHUNK = 1 << 15  # the cell's output is read this much at a time
 PROGRESS_FILE = "attach-progress.json"
 EXEC_OVER_GRACE_S = 2.0
 
@@ -85,15 +96,19 @@ class AttachResult:
             return None
 
 
-@dataclass(frozen=True)
-class Framed:
-    start: int
-    item: ForwardItem
+# --- the cell's output ------------------------------------------------------------------------
 
 
-def parse_framed(line: str, nonce: str) -> Framed | None:
-    """`@<nonce>:<start>:<end>:<kind>:<text>` -> the item; None for anything else (the CLI's
-    own chatter)."""
+def framed_pattern(nonce: str) -> re.Pattern[str]:
+    """`@<nonce>:<start>:<end>:<kind>:<text>`, one per line of a chunk (offsets in decimal
+    without leading zeros: equal text is then an equal number)."""
+    num = "(0|[1-9][0-9]*)"
+    return re.compile(rf"^@{re.escape(nonce)}:{num}:{num}:([lse]):(.*)$", re.M)
+
+
+def parse_framed(line: str, nonce: str) -> tuple[str, str, str, str] | None:
+    """`@<nonce>:<start>:<end>:<kind>:<text>` -> (start, end, kind, text), the offsets in
+    decimal; None for anything else (the CLI's own chatter)."""
     head = f"@{nonce}:"
     if not line.startswith(head):
         return None
@@ -104,15 +119,77 @@ def parse_framed(line: str, nonce: str) -> Framed | None:
         start, end = int(parts[0]), int(parts[1])
     except ValueError:
         return None
-    return Framed(start, ForwardItem(end, parts[2], parts[3]))
+    return str(start), str(end), parts[2], parts[3]
+
+
+def parse_chunk(
+    text: str, nonce: str, pattern: re.Pattern[str]
+) -> tuple[list[tuple[str, str, str, str]], list[str]]:
+    """The framed items of `text` (whole lines, without the last newline) and its other lines.
+    One regular expression over the chunk when every line is framed, as nearly always; line by
+    line (`parse_framed`) when one is not."""
+    rows: list[tuple[str, str, str, str]] = pattern.findall(text)
+    if len(rows) == text.count("\n") + 1:
+        return rows, []
+    rows, other = [], []
+    for line in text.split("\n"):
+        got = parse_framed(line, nonce)
+        if got is None:
+            other.append(line)
+        else:
+            rows.append(got)
+    return rows, other
+
+
+class Run(NamedTuple):
+    """Items that follow on from the ones before them, as one batch for the script; `gap` when
+    the next item did not start where the last one ended (output was lost)."""
+
+    lines: Lines
+    gap: str = ""
+
+
+class Chain:
+    """Cuts the parsed items into runs, checking each starts where the one before it ended."""
+
+    def __init__(self, offset: int) -> None:
+        self.expected = str(offset)
+        self.broken = ""
+
+    def take(self, rows: list[tuple[str, str, str, str]]) -> Run | None:
+        """The run of `rows` that follows on; None once the chain broke (nothing after a gap
+        is forwarded) or for no rows."""
+        if self.broken or not rows:
+            return None
+        starts, ends, kinds, payloads = zip(*rows, strict=True)
+        n = len(rows)
+        if starts[0] != self.expected or starts[1:] != ends[:-1]:
+            prev = self.expected
+            for i, start in enumerate(starts):
+                if start != prev:
+                    n, self.broken = i, f"expected offset {prev}, got {start}"
+                    break
+                prev = ends[i]
+        if n:
+            self.expected = ends[n - 1]
+        lines = Lines(" ".join(ends[:n]), "".join(kinds[:n]), "\n".join(payloads[:n]))
+        return Run(lines, self.broken)
+
+
+# --- forwarding -------------------------------------------------------------------------------
+
+
+class ForwardTarget(Protocol):
+    def forward_lines(self, job_id: str, segment: int, lines: Lines) -> int: ...
 
 
 class Forwarder:
-    """Sends items to Redis in order, checking offsets are contiguous."""
+    """Sends batches to Redis in order, through an outage."""
 
-    def __init__(self, ledger: Ledger, spec: AttachSpec, offset: int, retry_s: float) -> None:
-        self.ledger, self.spec = ledger, spec
-        self.expected = offset
+    def __init__(
+        self, target: ForwardTarget, spec: AttachSpec, offset: int, retry_s: float
+    ) -> None:
+        self.target, self.spec = target, spec
         self.retry_s = retry_s
         self.result = AttachResult(offset=offset)
         # Set when the cell's output ended: from then on a Redis outage is waited out only
@@ -120,22 +197,14 @@ class Forwarder:
         # lines not yet forwarded stay on the VM, and the next attach forwards them.
         self.exec_over_at: float | None = None
 
-    def accept(self, framed: Framed) -> bool:
-        """False when the item does not start where the last one ended: output was lost."""
-        if framed.start != self.expected:
-            self.result.gap = f"expected offset {self.expected}, got {framed.start}"
-            return False
-        self.expected = framed.item.end_offset
-        return True
-
-    def send(self, items: list[ForwardItem]) -> bool:
+    def send(self, lines: Lines) -> bool:
         """Forward one batch, retrying through an outage; False if this client is stale (a
         newer segment) or Redis stayed away past the retry budget."""
         deadline = time.monotonic() + self.retry_s
         delay = 0.1
         while True:
             try:
-                got = self.ledger.forward(self.spec.job_id, self.spec.segment, items)
+                got = self.target.forward_lines(self.spec.job_id, self.spec.segment, lines)
             except Exception as exc:  # Redis away: the lines stay re-readable on the VM
                 over = self.exec_over_at
                 if time.monotonic() >= deadline or (
@@ -150,7 +219,7 @@ class Forwarder:
                 self.result.stale = True
                 return False
             self.result.offset = got
-            if any(it.kind == "e" for it in items):
+            if "e" in lines.kinds:
                 self.result.end_recorded = True
             return True
 
@@ -190,21 +259,40 @@ def read_progress(path: Path) -> tuple[int, int, float] | None:
 def _read(
     pipe: IO[bytes],
     nonce: str,
-    out: queue.Queue[Framed | None],
+    out: queue.Queue[Run | None],
+    chain: Chain,
     chatter: list[str],
     progress: Progress,
     fwd: Forwarder,
 ) -> None:
-    for raw in iter(pipe.readline, b""):
-        line = raw.decode("utf-8", errors="replace").rstrip("\n")
-        framed = parse_framed(line, nonce)
-        if framed is None:
+    pattern = framed_pattern(nonce)
+    fd = pipe.fileno()
+    pending: list[bytes] = []  # a line not yet complete (joined once: a long line costs linear)
+    while True:
+        chunk = os.read(fd, READ_CHUNK)
+        if chunk:
+            cut = chunk.rfind(b"\n")
+            if cut < 0:
+                pending.append(chunk)
+                continue
+            whole = b"".join([*pending, chunk[:cut]])
+            pending = [chunk[cut + 1 :]]
+        elif any(pending):  # the last line, without its newline
+            whole, pending = b"".join(pending), []
+        else:
+            break
+        # A newline never sits inside a UTF-8 sequence: decoding whole lines at once replaces
+        # exactly what decoding each one would.
+        rows, other = parse_chunk(whole.decode("utf-8", errors="replace"), nonce, pattern)
+        for line in other:
             if line.strip():
                 chatter.append(line[:500])
                 print(f"colab exec: {line}", file=sys.stderr, flush=True)
-        else:
-            progress.update(framed.item.end_offset)
-            out.put(framed)
+        if rows:
+            progress.update(int(rows[-1][1]))
+            run = chain.take(rows)
+            if run is not None:
+                out.put(run)
     progress.write(force=True)
     fwd.exec_over_at = time.monotonic()
     out.put(None)
@@ -219,12 +307,12 @@ def _drain_stderr(pipe: IO[bytes], result: AttachResult) -> None:
 
 
 def follow(
-    spec: AttachSpec, ledger: Ledger, job_dir: Path, env: dict[str, str], retry_s: float
+    spec: AttachSpec, feed: Feed, job_dir: Path, env: dict[str, str], retry_s: float
 ) -> AttachResult:
-    offset = int(ledger.read_watch(spec.job_id).get("log_offset", "0") or 0)
+    offset = feed.log_offset(spec.job_id)
     cell = job_dir / f"attach-{spec.segment}-{offset}.py"
     cell.write_text(attach_source(spec.job_id, spec.nonce, offset))
-    fwd = Forwarder(ledger, spec, offset, retry_s)
+    fwd = Forwarder(feed, spec, offset, retry_s)
     argv = [
         spec.colab_bin, "--config", spec.config_path, "exec", "-s", spec.session,
         "--timeout", repr(float(spec.timeout_s)), "-f", str(cell),
@@ -237,17 +325,17 @@ def follow(
         fwd.result.error = f"cannot start colab exec: {exc}"
         return fwd.result
     assert proc.stdout is not None and proc.stderr is not None
-    items: queue.Queue[Framed | None] = queue.Queue()
+    runs: queue.Queue[Run | None] = queue.Queue()
     progress = Progress(job_dir / PROGRESS_FILE, offset)
     reader = threading.Thread(
         target=_read,
-        args=(proc.stdout, spec.nonce, items, fwd.result.chatter, progress, fwd),
+        args=(proc.stdout, spec.nonce, runs, Chain(offset), fwd.result.chatter, progress, fwd),
         daemon=True,
     )
     errs = threading.Thread(target=_drain_stderr, args=(proc.stderr, fwd.result), daemon=True)
     reader.start()
     errs.start()
-    ok = _forward_all(items, fwd)
+    ok = _forward_all(runs, fwd)
     if (not ok or fwd.result.end_recorded) and proc.poll() is None:
         # Done, or nothing more can be forwarded: the cell has no reason to go on.
         proc.kill()
@@ -256,47 +344,41 @@ def follow(
     return fwd.result
 
 
-def _forward_all(items: queue.Queue[Framed | None], fwd: Forwarder) -> bool:
-    """Forward until the cell's end, the stream's end, a gap or a stale segment."""
-    finished = False
-    while not finished:
-        first = items.get()
+def _forward_all(runs: queue.Queue[Run | None], fwd: Forwarder) -> bool:
+    """Forward until the cell's end, the stream's end, a gap or a stale segment. A batch is
+    the runs that arrived within BATCH_WAIT_S of its first, until it holds BATCH_MAX items."""
+    while True:
+        first = runs.get()
         if first is None:
             return True
-        batch: list[Framed] = [first]
+        got, count = [first], first.lines.size
+        over = bool(first.gap)  # the output ended or broke: this batch is the last
         deadline = time.monotonic() + BATCH_WAIT_S
-        while len(batch) < BATCH_MAX:
+        while count < BATCH_MAX and not over:
             try:
-                nxt = items.get(timeout=max(0.0, deadline - time.monotonic()))
+                nxt = runs.get(timeout=max(0.0, deadline - time.monotonic()))
             except queue.Empty:
                 break
             if nxt is None:
-                finished = True
+                over = True
                 break
-            batch.append(nxt)
-        good: list[ForwardItem] = []
-        for framed in batch:
-            if not fwd.accept(framed):
-                finished = True
-                break
-            good.append(framed.item)
-        if good and not fwd.send(good):
+            got.append(nxt)
+            count += nxt.lines.size
+            over = bool(nxt.gap)
+        if count and not fwd.send(Lines.join([r.lines for r in got])):
             return False
-        if fwd.result.end_recorded or fwd.result.gap:
+        fwd.result.gap = got[-1].gap
+        if fwd.result.end_recorded or over:
             return not fwd.result.gap
-    return True
 
 
 def main(args: list[str] | None = None) -> int:
     argv = sys.argv[1:] if args is None else args
     job_dir = Path(argv[0])
-    from worker.deps import build_ledger
-    from worker.settings import load_settings
-
-    settings = load_settings()
+    settings = feed_settings()
     spec = AttachSpec.load(job_dir / "attach.json")
-    ledger = build_ledger(settings)
-    result = follow(spec, ledger, job_dir, dict(os.environ), settings.redis_retry_s)
+    feed = Feed.build(settings)
+    result = follow(spec, feed, job_dir, dict(os.environ), settings.redis_retry_s)
     result.dump(job_dir / "attach-result.json")
     return 0 if result.end_recorded else 1
 

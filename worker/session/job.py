@@ -141,6 +141,9 @@ class JobRun:
             "COLABQ_REDIS_URL": self.d.settings.redis_url,
             "COLABQ_KEY_PREFIX": self.d.settings.key_prefix,
             "COLABQ_REDIS_RETRY_S": repr(self.d.settings.redis_retry_s),
+            # All the observers read of the settings (`forward.FeedSettings`): the owner's.
+            "COLABQ_LOG_STREAM_MAXLEN": str(self.d.settings.log_stream_maxlen),
+            "COLABQ_RETENTION_S": repr(self.d.settings.retention_s),
         }
 
     def _holds_session(self) -> bool:

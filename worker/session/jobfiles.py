@@ -30,13 +30,10 @@ from typing import Any
 from worker.session.watchpolicy import Phase
 
 
-def write_json(path: Path, data: dict[str, Any], *, fsync: bool = False) -> None:
+def write_json(path: Path, data: dict[str, Any]) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     with open(tmp, "w") as f:
         json.dump(data, f)
-        if fsync:
-            f.flush()
-            os.fsync(f.fileno())
     os.replace(tmp, path)
 
 
@@ -131,7 +128,8 @@ class JobFiles:
     # --- watch spec -------------------------------------------------------------------------
 
     def write_watch(self, spec: WatchSpec) -> None:
-        write_json(self.root / "watch.json", asdict(spec), fsync=True)
+        # Not fsynced: the watchdog that reads it dies with the host a lost write would take.
+        write_json(self.root / "watch.json", asdict(spec))
 
     def read_watch(self) -> WatchSpec | None:
         d = read_json(self.root / "watch.json")

@@ -9,16 +9,17 @@ directory on Colab and in the emulator alike; the cells expand `{content}` from 
 from __future__ import annotations
 
 import io
-import json
 import os
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from worker.session.cells import VM_DIR as VM_DIR  # the plan's callers read them here
+from worker.session.cells import attach_source as attach_source
+from worker.session.cells import fill
 from worker.settings import Settings
 from worker.spec import JobSpec
 
-VM_DIR = Path(__file__).parents[1] / "vm"
 WRAPPER = "colab-job.sh"
 SYNC = "colabq_sync.py"
 SCRIPT = "colab-user-job.sh"
@@ -105,21 +106,9 @@ def wrapper_argv(
     return ["bash", "{content}/" + WRAPPER, *args, "--", *job]
 
 
-def _fill(template: str, values: dict[str, object]) -> str:
-    text = (VM_DIR / template).read_text()
-    for key, value in values.items():
-        text = text.replace(f"__{key}__", json.dumps(value))
-    return text
-
-
 def launch_source(spec: JobSpec, settings: Settings, nonce: str, seg: Segment = Segment()) -> str:
     """The launch cell: unpack the bundle, start the wrapper detached, once."""
     argv = wrapper_argv(spec, settings, nonce, seg)
     values = {"JOB": spec.job_id, "NONCE": nonce, "ARGV": argv, "BUNDLE": BUNDLE}
     # The spec's own env (a sweep's values), then the segment's (colabq's names win).
-    return _fill("launch.py.tmpl", {**values, "ENV": {**spec.env, **dict(seg.env)}})
-
-
-def attach_source(job_id: str, nonce: str, offset: int) -> str:
-    """The attach cell: follow the console from byte `offset` to the wrapper's end."""
-    return _fill("attach.py.tmpl", {"JOB": job_id, "NONCE": nonce, "OFFSET": int(offset)})
+    return fill("launch.py.tmpl", {**values, "ENV": {**spec.env, **dict(seg.env)}})

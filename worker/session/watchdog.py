@@ -21,7 +21,7 @@ import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from worker.clock import Clock, SystemClock
 from worker.colab.driver import ColabDriver
@@ -41,6 +41,9 @@ from worker.session.watchpolicy import (
     decide,
     needs_vm_heartbeat,
 )
+
+if TYPE_CHECKING:
+    from worker.records.forward import Feed
 
 ALLOCATION_POLL_S = 0.2  # while `colab new` runs, catch the endpoint the moment it is written
 CONFIRM_TIMEOUT_S = 15.0
@@ -249,18 +252,15 @@ class RedisSink:
     long (a short retry budget) and never fails it: facts it could not record are sent again
     with the next poll's."""
 
-    def __init__(self, job_id: str) -> None:
-        from worker.deps import build_ledger
-        from worker.settings import load_settings
-
+    def __init__(self, job_id: str, feed: Feed) -> None:
         self.job_id = job_id
-        self.ledger = build_ledger(load_settings(), retry_s=1.0)
+        self.feed = feed
         self.pending: dict[str, str] = {}
 
     def _flush(self, fields: Mapping[str, str]) -> None:
         self.pending.update(fields)
         try:
-            self.ledger.record_watch(self.job_id, self.pending)
+            self.feed.record_watch(self.job_id, self.pending)
             self.pending = {}
         except Exception as exc:
             print(f"watchdog: Redis write failed (kept for later): {exc}", file=sys.stderr)
@@ -268,7 +268,7 @@ class RedisSink:
     def event(self, text: str) -> None:
         print(f"watchdog: {text}", flush=True)
         try:
-            self.ledger.append_log(self.job_id, f"[watchdog] {text}", "watchdog")
+            self.feed.append_log(self.job_id, f"[watchdog] {text}", "watchdog")
         except Exception as exc:
             print(f"watchdog: Redis write failed: {exc}", file=sys.stderr, flush=True)
 
@@ -288,7 +288,7 @@ class RedisSink:
         self._flush({"heartbeat_at": repr(at)})
 
     def cancel_requested(self) -> bool:
-        return self.ledger.cancel_requested(self.job_id) is not None
+        return self.feed.cancel_requested(self.job_id) is not None
 
 
 def start_watchdog(files: JobFiles, env: Mapping[str, str], *, clock: Clock) -> ProcRef:
@@ -321,6 +321,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"watchdog: no watch.json in {files.root}", file=sys.stderr)
         return 2
     from worker.colab.driver import ColabCli
+    from worker.records.forward import Feed, feed_settings
 
     driver = ColabCli(spec.colab_bin, Path(spec.config_path))
     clock = SystemClock()
@@ -328,7 +329,8 @@ def main(argv: list[str] | None = None) -> int:
     # Ignore the signals a dying worker's terminal or process group might pass on.
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    Watchdog(files, spec, driver, clock, RedisSink(spec.job_id)).run()
+    sink = RedisSink(spec.job_id, Feed.build(feed_settings(), retry_s=1.0))
+    Watchdog(files, spec, driver, clock, sink).run()
     return 0
 
 
