@@ -68,6 +68,10 @@ class Runner(Starting, Finishing):
         rec = self.d.ledger.get(self.job_id)
         self.adopted = True
         self.files.ensure()
+        # This owner is alive and busy before its watchdog starts: a watchdog that looked
+        # first would find a finished job with no owner and stop the VM before the rest of its
+        # output was forwarded.
+        self._phase(Phase.CHECKING)
         self.deadline_at = float(
             rec.get("wall_deadline_at") or rec.created_at + self.spec.wall_cap_s
         )
