@@ -47,11 +47,11 @@ def execute_job(
         _fail_refused(payload, ledger, f"refused by the worker: {exc}")
         return {"state": "refused", "reason": str(exc)}
     try:
-        rec = ledger.get(spec.job_id)
+        state = ledger.state_of(spec.job_id)
     except JobNotFound:
         return {"state": "refused", "reason": "no ledger record for this job"}
-    if rec.state in TERMINAL:
-        return {"state": rec.state.value, "reason": "already terminal"}
+    if state in TERMINAL:
+        return {"state": state.value, "reason": "already terminal"}
     owner = secrets.token_hex(16)
     if not ledger.claim(spec.job_id, owner, settings.lease_ttl_s):
         # Redelivery or a duplicate message: another runner owns this job (invariant 6).

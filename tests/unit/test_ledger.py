@@ -218,3 +218,12 @@ def test_a_second_live_job_at_the_same_destination_is_refused_until_the_first_en
 def test_the_ledger_reads_a_destination_as_the_spec_names_it() -> None:
     spec = make_spec()
     assert destination_key(json.loads(encode_spec(spec))["artifact"]) == destination(spec)
+
+
+def test_state_of_reads_the_state_alone(ledger: Ledger) -> None:
+    job_id, _ = ledger.create(make_spec())
+    assert ledger.state_of(job_id) is S.QUEUED
+    ledger.r.hset(ledger.keys.job(job_id), "spec", "{not json")  # no spec is decoded
+    assert ledger.state_of(job_id) is S.QUEUED
+    with pytest.raises(JobNotFound):
+        ledger.state_of("feedfacefeedface")

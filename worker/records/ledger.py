@@ -284,6 +284,13 @@ class Ledger:
             raise JobNotFound(job_id)
         return _record(job_id, raw)
 
+    def state_of(self, job_id: str) -> JobState:
+        """The job's state alone: one HGET, no spec decoded."""
+        raw = self.r.hget(self.keys.job(job_id), "state")
+        if raw is None:
+            raise JobNotFound(job_id)
+        return JobState(raw.decode())
+
     def exists(self, job_id: str) -> bool:
         return bool(self.r.exists(self.keys.job(job_id)))
 
@@ -454,7 +461,7 @@ class Ledger:
         owner: str,
         reason: str,
         fields: Mapping[str, str] | None = None,
-    ) -> JobRecord:
+    ) -> None:
         """Move a job to `dst` if the edge is allowed and `owner` is the job's owner, and keep
         its held-time clock (`_hold`) in the same transaction."""
         extra = dict(fields or {})
@@ -500,7 +507,6 @@ class Ledger:
                           destination_key(spec_d.get("artifact") or {}), job_id)  # fmt: skip
 
         self._watch(txn, key)
-        return self.get(job_id)
 
     # States in which a recorded endpoint starts the held-time clock (`_hold`).
     _MAY_HOLD = frozenset({JobState.ALLOCATING, *HOLDS_SESSION})

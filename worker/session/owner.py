@@ -74,7 +74,7 @@ def own_job(
     hub = HubStore(settings.hub_endpoint(), token)
     # The job's state as this owner last recorded it: what its record says again if Redis
     # loses it (a restart without persistence) while the job runs.
-    last = [ledger.get(spec.job_id).state]
+    last = [ledger.state_of(spec.job_id)]
     listener = on_state or (lambda state, reason: None)
 
     def noted(state: JobState, reason: str) -> None:
