@@ -28,7 +28,6 @@ sys.path.insert(0, str(ROOT))
 from ops.bench.figures import Figure, check_runs, emit  # noqa: E402
 from ops.bench.rig import (  # noqa: E402
     DEFAULT_REDIS_URL,
-    EMULATOR,  # noqa: F401 (the benches that import it from here)
     PY,
     fleet_env,
     start_worker,

@@ -34,7 +34,6 @@ import secrets
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -48,9 +47,8 @@ from janitor_bench import spec  # noqa: E402 (the same jobs as the janitor bench
 from preflight_bench import describe, heaviest_imports  # noqa: E402
 
 from ops.bench.figures import Figure, check_runs, emit  # noqa: E402
-from producer.broker import free_port  # noqa: E402
+from ops.bench.rig import private_redis  # noqa: E402
 from producer.joblist import SUMMARY_FIELDS, Filters  # noqa: E402
-from tests.conftest import start_redis_server  # noqa: E402
 from worker.clock import SystemClock  # noqa: E402
 from worker.records.keys import Keys  # noqa: E402
 from worker.records.ledger import Ledger  # noqa: E402
@@ -170,18 +168,8 @@ def main() -> int:
     runs = check_runs(args.runs)
     if args.running < 30 or args.running + args.queued > args.jobs:
         raise SystemExit("--running: 30 or more (a full page); --running + --queued <= --jobs")
-    port = free_port()
-    url = f"redis://127.0.0.1:{port}/0"
-    with tempfile.TemporaryDirectory(prefix="colabq-status-bench-") as tmp:
-        conf = f'bind 127.0.0.1\nport {port}\nsave ""\nappendonly no\ndir {tmp}\n'
-        proc = start_redis_server(conf, url)
-        if proc is None:
-            raise SystemExit("redis-server is needed (not found, or it did not start)")
-        try:
-            return bench(url, args.jobs, args.running, args.queued, runs, Path(tmp))
-        finally:
-            proc.kill()
-            proc.wait()
+    with private_redis() as (url, home):
+        return bench(url, args.jobs, args.running, args.queued, runs, home)
 
 
 def bench(url: str, jobs: int, running: int, queued: int, runs: int, home: Path) -> int:
