@@ -190,8 +190,9 @@ def cancel(
         bool,
         typer.Option(
             "--json",
-            help='Print {"job_id", "state_before", "result"}; result is cancelled (before any '
-            "worker took it), requested (its runner stops it) or already_over.",
+            help='Print {"job_id", "state_before", "result"}; result is cancelled (no live '
+            "runner held it and it held no session), requested (its runner, or the adopter of "
+            "a dead one, stops it) or already_over.",
         ),
     ] = False,
 ) -> None:
@@ -204,10 +205,13 @@ def cancel(
         text = f"Job {job_id} is already {before.name}; nothing to cancel."
     elif ledger.cancel(job_id, reason):
         result = "cancelled"
-        text = f"Job {job_id} cancelled before any worker took it."
+        text = f"Job {job_id} cancelled: no live runner held it and it held no session."
     else:
         result = "requested"
-        text = f"Cancel requested for job {job_id}; its runner stops the session and ends it."
+        text = (
+            f"Cancel requested for job {job_id}; its runner (or the janitor's adopter, if its "
+            "runner is gone) stops the session and ends it."
+        )
     if as_json:
         print(json.dumps({"job_id": job_id, "state_before": before.value, "result": result}))
     else:

@@ -133,8 +133,9 @@ class Settings(BaseSettings):
     # after this long is sent again, once.
     orphan_grace_s: float = Field(default=90.0, ge=0)
     stranded_grace_s: float = Field(default=600.0, ge=0)
-    # A watchdog heartbeat older than this: the watchdog (and its host) is gone.
-    watchdog_stale_s: float = Field(default=90.0, gt=0)
+    # A watchdog heartbeat older than this: the watchdog (and its host) is gone. Unset: derived
+    # from the watchdog's poll (`worker.janitor.beats`: 3 missed polls + 5 s, at least 10 s).
+    watchdog_stale_s: float | None = Field(default=None, gt=0)
     # Every Redis call of the runner and the attach client retries this long (with backoff)
     # through an outage before the owner gives up and hands its session to the watchdog.
     redis_retry_s: float = Field(default=60.0, ge=0)

@@ -88,13 +88,15 @@ JOB_CASES = [
     ("owner gone, session verified gone: settle", view(gone_verified=True), Do.SETTLE),
     ("terminal with a lease entry: drop it", view(state=S.SUCCEEDED), Do.DROP_LEASE),
     ("record expired: forget", view(state=None), Do.FORGET),
-    ("queued within grace: nothing", view(state=S.QUEUED, created_at=NOW - 10), None),
+    ("queued within grace: nothing", view(state=S.QUEUED, owner="", created_at=NOW - 10), None),
     ("queued, message waiting in its queue: nothing",
-     view("waiting", state=S.QUEUED, created_at=NOW - 5000), None),
-    ("queued, no queue holds it: send again", view(state=S.QUEUED, created_at=NOW - 5000),
-     Do.RESEND),
-    ("queued, sent again already: leave", view(state=S.QUEUED, created_at=NOW - 5000,
+     view("waiting", state=S.QUEUED, owner="", created_at=NOW - 5000), None),
+    ("queued, no queue holds it: send again",
+     view(state=S.QUEUED, owner="", created_at=NOW - 5000), Do.RESEND),
+    ("queued, sent again already: leave", view(state=S.QUEUED, owner="", created_at=NOW - 5000,
                                                resent_at=NOW - 100), Do.LEAVE),
+    ("queued, its claimant gone: clear the claim", view(state=S.QUEUED, created_at=NOW - 10),
+     Do.UNCLAIM),
 ]  # fmt: skip
 
 

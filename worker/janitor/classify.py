@@ -1,11 +1,15 @@
 """What a janitor pass finds, as pure functions of what it read and the time.
 
-Jobs: an owner that died is adopted (its host and watchdog are gone too) or, once its watchdog
-released the session, settled from what was recorded; a QUEUED job no queue holds is sent again,
-once. Assignments on the account: **live** (their job's owner or watchdog lives), **colabq's
-orphan** (recorded on a job that is over, or whose owners are all dead, and seen longer than the
-grace period: stopped), **unknown** (no colabq record: never stopped, reported with how long it
-has been seen). Finding is kept apart from acting (`run.py`); nothing here has a side effect.
+Jobs: an owner that died is adopted (its host and watchdog are gone too: its lease expired and
+its watchdog missed its beats, `beats`) or, once its watchdog released the session, settled from
+what was recorded; a RETAINED job whose owner died is adopted whatever its watchdog does (the
+adopter recovers the only copy of its results, then releases the VM); a QUEUED job whose
+claimant is gone (owner set, no lock) has its claim cleared and is sent again; a QUEUED job no
+queue holds is sent again, once. Assignments on the account: **live** (their job's owner or
+watchdog lives), **colabq's orphan** (recorded on a job that is over, or whose owners are all
+dead, and seen longer than the grace period: stopped), **unknown** (no colabq record: never
+stopped, reported with how long it has been seen). Finding is kept apart from acting
+(`run.py`); nothing here has a side effect.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ class Do(StrEnum):
     SETTLE = "settle"
     ADOPT = "adopt"
     RESEND = "send again"
+    UNCLAIM = "clear dead claim"
     DROP_LEASE = "drop lease entry"
     FORGET = "forget"
     STOP_ORPHAN = "stop orphan"
@@ -82,7 +87,16 @@ def find_job_findings(
 
 def _queued(job: JobView, now: float, grace_s: float, queued_ids: set[str] | None) -> list[Finding]:
     age = now - job.created_at
-    if job.lock_held or age < grace_s:
+    if job.lock_held:
+        return []
+    if job.owner:
+        # Its claimant's lease is gone (it died, or its claim never ran): every worker skips a
+        # job another runner owns, so nothing takes it until the claim is cleared.
+        why = f"claimed by {job.owner[:12]}, whose lease is gone (the claimant died or never ran)"
+        if queued_ids is not None and job.job_id in queued_ids:
+            why += "; its message waits in a queue"
+        return [Finding(Do.UNCLAIM, "job", job.job_id, job.job_id, "QUEUED", why)]
+    if age < grace_s:
         return []
     if job.resent_at is not None:
         why = f"sent again {_age(now - job.resent_at)} ago; waiting for a worker"
@@ -101,6 +115,14 @@ def _ownerless(job: JobView, now: float, stale_s: float) -> Finding:
         return Finding(
             Do.SETTLE, "job", job.job_id, job.job_id, seen, "owner gone; session verified gone"
         )
+    if job.state is JobState.RETAINED:
+        why = (
+            "owner gone; its VM holds the only copy of the results: adopt it to recover them "
+            "(to the store, else the adopter's host) and then release the VM"
+        )
+        if job.reason:
+            why += f" (last: {job.reason})"
+        return Finding(Do.ADOPT, "job", job.job_id, job.job_id, seen, why)
     if watchdog_alive(job, now, stale_s):
         assert job.watchdog_beat_at is not None
         why = (
@@ -140,6 +162,8 @@ def find_account_findings(
         over = job.state is None or job.state in TERMINAL
         if not over and (job.lock_held or watchdog_alive(job, now, watchdog_stale_s)):
             why = f"live: job {job_id} ({job.state.name if job.state else '?'})"
+            if job.state is JobState.RETAINED and job.reason:
+                why += f": {job.reason}"  # a recovery that keeps failing says so, every pass
             out.append(Finding(Do.LEAVE, "assignment", ep, job_id, seen, why))
         elif not over:
             why = f"its job {job_id} has no live owner: the adopter releases it"

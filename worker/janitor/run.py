@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 
 from worker.colab.parse import ServerSession
 from worker.errors import ColabqError
+from worker.janitor.beats import watchdog_lost_after_s
 from worker.janitor.classify import Do, Finding, find_account_findings, find_job_findings
 from worker.janitor.ghosts import check_runs
 from worker.janitor.settle import Verifier, settle_job, settle_outcome
@@ -26,6 +27,7 @@ from worker.janitor.snapshot import (
     read_views,
 )
 from worker.records.ledger import Ledger
+from worker.records.unheld import clear_dead_claim
 from worker.spec import JobSpec
 from worker.states import JobState
 from worker.tracker.runs import TrackerRuns
@@ -81,7 +83,8 @@ class JanitorDeps:
     adopt: Callable[[str], str]  # start an adopter for the job -> what was done
     resend: Callable[[JobSpec], str]  # send a QUEUED job's message again
     queued_ids: Callable[[], set[str]]  # jobs whose message waits in a queue (Redis)
-    watchdog_stale_s: float = 90.0
+    # A watchdog beat older than this is missed (`beats`: derived from its poll interval).
+    watchdog_stale_s: float = watchdog_lost_after_s(15.0)
     orphan_grace_s: float = 90.0
     stranded_grace_s: float = 600.0
     # The trackers this host reaches, by kind ("mlflow", "wandb"); a ghost run is deleted
@@ -104,15 +107,19 @@ def janitor_pass(deps: JanitorDeps, *, dry_run: bool, lock_ttl_s: float = 300.0)
 def _pass(deps: JanitorDeps, dry_run: bool) -> JanitorReport:
     ledger = deps.ledger
     snap = read_snapshot(ledger)
-    old_queued = any(
-        j.state is JobState.QUEUED and snap.now - j.created_at >= deps.stranded_grace_s
+    # The queues are read only when a QUEUED job needs them (one more round trip).
+    ask_queues = any(
+        j.state is JobState.QUEUED
+        and not j.lock_held
+        and (j.owner or snap.now - j.created_at >= deps.stranded_grace_s)
         for j in snap.jobs
     )
+    waiting = deps.queued_ids() if ask_queues else set()
     findings = find_job_findings(
         snap,
         watchdog_stale_s=deps.watchdog_stale_s,
         stranded_grace_s=deps.stranded_grace_s,
-        queued_ids=deps.queued_ids() if old_queued else set(),
+        queued_ids=waiting,
     )
     rows: list[Row] = []
     measured = False
@@ -126,14 +133,35 @@ def _pass(deps: JanitorDeps, dry_run: bool) -> JanitorReport:
         if measured:
             findings += _account(ledger, snap.jobs, assignments, deps, snap.now)
     settled: list[TrackedRun] = []  # jobs this pass ended: their runs are checked now too
-    rows += [_act(deps, f, dry_run, settled) for f in findings]
+    rows += [_act(deps, f, dry_run, settled, waiting) for f in findings]
     ghost_rows, checked = check_runs(
         [*snap.tracked, *settled], deps.trackers, dry_run=dry_run, delete=deps.delete_ghosts
     )
-    rows += [Row("tracker run", g.subject, g.seen, g.did, g.why) for g in ghost_rows]
+    rows += collapse_left_alone(
+        [Row("tracker run", g.subject, g.seen, g.did, g.why) for g in ghost_rows]
+    )
     if not dry_run:
         _write_batch(ledger, findings, snap.now, checked)
     return JanitorReport(True, dry_run, tuple(rows), measured)
+
+
+def collapse_left_alone(rows: list[Row], *, shown: int = 3) -> list[Row]:
+    """Rows left alone for the same reason, as one summary row where there are several (a host
+    without a tracker's settings would otherwise print one row per finished job)."""
+    groups: dict[tuple[str, str], list[Row]] = {}
+    for r in rows:
+        if r.did == "left alone":
+            groups.setdefault((r.kind, r.why), []).append(r)
+    out: list[Row] = []
+    for r in rows:
+        group = groups.get((r.kind, r.why)) if r.did == "left alone" else None
+        if group is None or len(group) == 1:
+            out.append(r)
+        elif group[0] is r:
+            names = ", ".join(g.subject for g in group[:shown])
+            more = f" and {len(group) - shown} more" if len(group) > shown else ""
+            out.append(Row(r.kind, f"{len(group)} {r.kind}s", names + more, r.did, r.why))
+    return out
 
 
 def _account(
@@ -165,7 +193,11 @@ def _account(
 
 
 def _act(
-    deps: JanitorDeps, f: Finding, dry_run: bool, settled: list[TrackedRun] | None = None
+    deps: JanitorDeps,
+    f: Finding,
+    dry_run: bool,
+    settled: list[TrackedRun] | None = None,
+    waiting: set[str] | frozenset[str] = frozenset(),
 ) -> Row:
     def row(did: str, why: str = f.why) -> Row:
         return Row(f.kind, f.subject, f.seen, did, why)
@@ -187,6 +219,8 @@ def _act(
             now = repr(deps.ledger.clock.time())
             deps.ledger.set_fields(f.subject, owner=rec.owner, resent_at=now)
             return row(f"did: send again ({deps.resend(rec.spec)})")
+        if f.do is Do.UNCLAIM:
+            return _unclaim(deps, f, f.subject in waiting)
         if f.do is Do.STOP_ORPHAN:
             assert f.job_id is not None
             [view] = read_views(deps.ledger, [f.job_id])
@@ -194,6 +228,24 @@ def _act(
     except ColabqError as exc:
         return row(f"failed: {f.do.value}", exc.advice())
     raise AssertionError(f"unhandled finding {f.do}")
+
+
+def _unclaim(deps: JanitorDeps, f: Finding, waiting: bool) -> Row:
+    """Clear a dead claimant's claim (atomically, only while its lock is still absent), then
+    send the job's message again unless one waits in a queue."""
+    ledger = deps.ledger
+    rec = ledger.get(f.subject)
+    if rec.state is not JobState.QUEUED or not rec.owner:
+        return Row(f.kind, f.subject, f.seen, "left alone", f"no longer claimed ({rec.state.name})")
+    if not clear_dead_claim(ledger, f.subject, rec.owner):
+        return Row(f.kind, f.subject, f.seen, "left alone", "its claimant holds its lock again")
+    if waiting:
+        return Row(f.kind, f.subject, f.seen, "did: clear dead claim (its message waits)", f.why)
+    ledger.set_fields(f.subject, owner="", resent_at=repr(ledger.clock.time()))
+    return Row(
+        f.kind, f.subject, f.seen, f"did: clear dead claim; send again ({deps.resend(rec.spec)})",
+        f.why,
+    )  # fmt: skip
 
 
 def _settle(deps: JanitorDeps, f: Finding, settled: list[TrackedRun] | None = None) -> Row:

@@ -26,6 +26,7 @@ from worker.colab.driver import ServerSession
 from worker.colab.records import write_adoption_record
 from worker.colab.release import release_session
 from worker.deps import driver_at
+from worker.janitor.beats import watchdog_lost_after_s
 from worker.janitor.run import JanitorDeps
 from worker.janitor.snapshot import JobView
 from worker.records.ledger import Ledger
@@ -117,10 +118,15 @@ def build_janitor_deps(settings: Settings, ledger: Ledger) -> JanitorDeps:
     return JanitorDeps(
         ledger=ledger, verify=verify, location=location, account=account,
         stop_orphan=stop_orphan, adopt=adopt, resend=resend, queued_ids=queued_ids,
-        watchdog_stale_s=settings.watchdog_stale_s, orphan_grace_s=settings.orphan_grace_s,
+        watchdog_stale_s=watchdog_stale_after_s(settings), orphan_grace_s=settings.orphan_grace_s,
         stranded_grace_s=settings.stranded_grace_s, trackers=clients_from(settings),
         delete_ghosts=settings.tracker_delete_ghosts,
     )  # fmt: skip
+
+
+def watchdog_stale_after_s(settings: Settings) -> float:
+    """When a watchdog's beat is missed: the setting if given, else derived from its poll."""
+    return settings.watchdog_stale_s or watchdog_lost_after_s(settings.watchdog_poll_s)
 
 
 def waiting_job_ids(ledger: Ledger, queue_prefix: str) -> set[str]:

@@ -20,6 +20,7 @@ from worker.errors import AmbiguousJob, IllegalTransition, JobNotFound, RunNameI
 from worker.records.forward import Feed
 from worker.records.forward import ForwardItem as ForwardItem  # callers import it from here
 from worker.records.keys import Keys
+from worker.records.unheld import cancel_unheld
 from worker.spec import JobSpec, decode_spec, destination, destination_key, encode_spec
 from worker.states import HOLDS_SESSION, TERMINAL, JobState, can_transition
 
@@ -591,17 +592,11 @@ class Ledger:
         self.r.set(self.keys.cancel(job_id), reason or "cancelled")
 
     def cancel(self, job_id: str, reason: str) -> bool:
-        """Set the cancel flag; a job no worker has claimed yet ends CANCELLED at once. Returns
-        True if it ended now, False if its runner will see the flag and stop the session."""
+        """Set the cancel flag; a job no live runner holds (its lock absent) and that holds no
+        session ends CANCELLED at once, whatever its owner field says (`unheld`). Returns True
+        if it ended now, False if its runner (or adopter) sees the flag and stops the session."""
         self.request_cancel(job_id, reason)
-        rec = self.get(job_id)
-        if rec.state is not JobState.QUEUED or rec.owner:
-            return False
-        try:
-            self.transition(job_id, JobState.CANCELLED, owner="", reason=reason)
-        except (StaleOwner, IllegalTransition):
-            return False  # a worker claimed it meanwhile: its runner sees the flag
-        return True
+        return cancel_unheld(self, job_id, reason)
 
     def cancel_requested(self, job_id: str) -> str | None:
         return self.feed.cancel_requested(job_id)

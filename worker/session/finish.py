@@ -14,6 +14,7 @@ from worker.colab import rates
 from worker.colab.release import ReleaseOutcome, release_session
 from worker.errors import ColabqError
 from worker.records.ledger import JobRecord
+from worker.records.unheld import note_reason
 from worker.session import plan as vmplan
 from worker.session import procs
 from worker.session.job import Finish, JobRun, to_int
@@ -79,10 +80,16 @@ class Finishing(JobRun):
 
     def _recover(self, rec: JobRecord) -> None:
         """The VM kept itself because the final upload failed: copy its results here, then
-        let it be released (invariant 4)."""
+        let it be released (invariant 4). A recovery that fails keeps the VM (it holds the only
+        copy) and is tried again, with backoff, the job's reason saying so, until it succeeds,
+        the VM goes away, a cancel or the wall cap."""
         assert self.name is not None
+        w = self.d.ledger.read_watch(self.job_id)
         if self.exit_code is None:
-            self.exit_code = to_int(self.d.ledger.read_watch(self.job_id).get("exec_exit"))
+            self.exit_code = to_int(w.get("exec_exit"))
+        if w.get("results_local"):  # a watchdog recovered them before it stopped the VM
+            self.results_local = w["results_local"]
+            raise Finish(S.FAILED, self._recovered_reason())
         self._phase(Phase.RECOVERING)
         self.d.fence()
         got = recover_results(
@@ -90,16 +97,34 @@ class Finishing(JobRun):
             log=self.log, lock_path=self.files.recover_lock,
         )  # fmt: skip
         self.log(got.summary())
-        self._phase(Phase.FINISHING)
         if not got.ok:
-            raise Finish(S.FAILED_LOST, f"final upload failed and recovery failed: {got.summary()}")
+            self._recovery_failed(got.summary(), w)
+            return
+        self._phase(Phase.FINISHING)
         self.results_local = f"{os.uname().nodename}:{got.local_dir}"
         self.d.ledger.set_fields(self.job_id, owner=self.owner, results_local=self.results_local)
-        raise Finish(
-            S.FAILED,
+        raise Finish(S.FAILED, self._recovered_reason())
+
+    def _recovered_reason(self) -> str:
+        return (
             f"job exited {self.exit_code} but the final upload failed; results recovered to "
-            f"{self.results_local}",
+            f"{self.results_local}"
         )
+
+    def _recovery_failed(self, summary: str, w: dict[str, str]) -> None:
+        """Keep the VM and say why on the job; wait before the next attempt (1, 2, 4 ... s, at
+        most `reattach_backoff_max_s`). A VM that went away took the only copy with it."""
+        if w.get("gone_verified_at"):
+            raise Finish(S.FAILED_LOST, f"final upload failed and the VM is gone: {summary}")
+        self._recover_attempts += 1
+        n = self._recover_attempts
+        why = (
+            f"final upload failed; recovering the results failed {n} time(s) ({summary}); the "
+            "VM is kept: it holds the only copy"
+        )
+        note_reason(self.d.ledger, self.job_id, self.owner, S.RETAINED, why)
+        self.log(why)
+        self.d.clock.sleep(min(2.0 ** (n - 1), self.d.settings.reattach_backoff_max_s))
 
     def _release_now(self) -> None:
         """Kill the job's exec clients (a real `colab exec` outliving its session writes its

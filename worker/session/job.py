@@ -115,6 +115,7 @@ class JobRun:
         self._early_release: threading.Thread | None = None
         self._early_error: ColabqError | None = None
         self.adopted = False
+        self._recover_attempts = 0  # failed recoveries of a retained VM's results, so far
         self._ship = LogShipper(deps.ledger, spec.job_id)
 
     def _to(self, state: S, reason: str, **fields: str) -> None:
