@@ -68,6 +68,23 @@ def beat_host(fleet: Fleet, **settings: str) -> dict[str, str]:
     return {**fleet.other_host("beat"), **{f"COLABQ_{k.upper()}": v for k, v in settings.items()}}
 
 
+def adopt_row(
+    fleet: Fleet, job_id: str, adopters: list[int], timeout_s: float = 90
+) -> dict[str, str]:
+    """Janitor passes (as beat runs them) until one adopts `job_id`; its row. The passes before
+    it must leave the job alone."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        report = janitor(beat_host(fleet))
+        found = rows(report, job_id)
+        adopted = [r for r in found if r["did"].startswith("did: adopt")]
+        if adopted:
+            adopters.append(int(adopted[0]["did"].split("pid ")[1].rstrip(")")))
+            return adopted[0]
+        assert all(r["did"] == "left alone" for r in found), found
+        assert time.monotonic() < deadline, f"never adopted: {found}"
+
+
 def test_host_lost_the_janitor_adopts_the_job_and_releases_soon_after_it_ends(
     fleet: Fleet, adopters: list[int]
 ) -> None:
@@ -77,12 +94,14 @@ def test_host_lost_the_janitor_adopts_the_job_and_releases_soon_after_it_ends(
     job_id = submit(fleet, numbered(n, pause_s=0.1, then=stamp))
     wait_for(lambda: "line-10" in fleet.output(job_id), "line-10 forwarded")
     fleet.lose_host()
-    time.sleep(4)  # its lease (3 s here) expires; its watchdog's beat goes stale (2 s here)
-    report = janitor(beat_host(fleet, watchdog_stale_s="2"))
-    [row] = rows(report, job_id)
-    assert row["did"].startswith("did: adopt"), row
-    adopters.append(int(row["did"].split("pid ")[1].rstrip(")")))
-    again = janitor(beat_host(fleet, watchdog_stale_s="2"))  # one adopter, however many passes
+    lost_at = time.monotonic()
+    # Passes until one adopts it: its lease (3 s here) expires and its watchdog misses its
+    # beats (3 polls of 0.5 s + margin, the 10 s floor here), thresholds the janitor derives.
+    row = adopt_row(fleet, job_id, adopters)
+    noticed_s = time.monotonic() - lost_at
+    print(f"host loss noticed and adopted {noticed_s:.1f} s after the host was lost")
+    assert row["why"].startswith("owner and watchdog gone"), row
+    again = janitor(beat_host(fleet))  # one adopter, however many passes
     assert not any(r["did"].startswith("did: adopt") for r in rows(again, job_id)), again
     assert fleet.wait_terminal(job_id, timeout_s=120) is JobState.SUCCEEDED
     rec = fleet.ledger.get(job_id)
@@ -159,3 +178,26 @@ def test_a_queued_job_whose_message_was_lost_is_sent_again_once(fleet: Fleet) ->
     assert row["did"] == "left alone" and "sent again" in row["why"], row
     assert waiting_job_ids(fleet.ledger, prefix) == set()
     assert fleet.ledger.get(job_id).state is JobState.QUEUED
+
+
+def test_host_lost_while_starting_the_janitor_adopts_and_releases_soon_after_the_end(
+    fleet: Fleet, adopters: list[int]
+) -> None:
+    ended = fleet.root / "ended-at"
+    stamp = f"python3 -c 'import time; print(time.time())' > {ended}\n"
+    # The bundle's upload hangs a while: the host is lost in STARTING, mid-upload.
+    assert (
+        fleet.emu("faults", "set", "upload", json.dumps({"delay_s": 30, "times": 1})).returncode
+        == 0
+    )
+    job_id = submit(fleet, "echo hello\n" + stamp)
+    fleet.wait_state(job_id, JobState.STARTING)
+    fleet.lose_host()
+    row = adopt_row(fleet, job_id, adopters)
+    assert row["seen"] == "STARTING", row
+    assert fleet.wait_terminal(job_id, timeout_s=120) is JobState.SUCCEEDED
+    assert "hello" in fleet.output(job_id)
+    [assignment] = fleet.billing()
+    held_after_end = float(assignment["unassigned_at"]) - float(ended.read_text())  # type: ignore[arg-type]
+    assert 0 < held_after_end <= 60
+    assert fleet.colab("sessions").stdout.strip() == NO_SESSIONS

@@ -27,6 +27,7 @@ from worker.errors import ColabqError
 from worker.records.lease import Heartbeat
 from worker.records.ledger import Ledger
 from worker.session.jobfiles import JobFiles
+from worker.session.plan import SCRIPT
 from worker.session.runner import Outcome, RunnerDeps, resume_job, run_job
 from worker.session.watchdog import start_watchdog
 from worker.session.watchpolicy import Phase
@@ -178,6 +179,9 @@ def adopt_job(
     if not _take(ledger, rec.owner, job_id, new_owner, settings):
         return None
     files = JobFiles(job_dir(settings, job_id)).ensure()
+    script = files.root / SCRIPT
+    if not script.exists():  # adopted from another host: the job's script lived there
+        script.write_text(rec.spec.script)
     name, endpoint = rec.get("session"), rec.get("endpoint")
     if name and endpoint:
         try:
