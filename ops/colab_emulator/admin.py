@@ -21,7 +21,7 @@ from .faults import FaultError, clear_faults, list_faults, set_fault
 from .jsonfile import read_json
 from .session_ops import describe
 from .store import SessionStore, new_record, record_history
-from .vm import drop_connections, find_processes, kill_marked, mark_for, vm_paths
+from .vm import drop_connections, find_processes, kill_marked, mark_for, set_gpu, vm_paths
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -58,6 +58,10 @@ def _parser() -> argparse.ArgumentParser:
         "drop-connections",
         help="every exec client attached to the VM loses its websocket (the code goes on)",
     ).add_argument("endpoint")
+    gpu = sub.add_parser("set-gpu", help="what a GPU VM's nvidia-smi reports from now on")
+    gpu.add_argument("endpoint")
+    gpu.add_argument("--util", type=int, help="utilization.gpu, percent")
+    gpu.add_argument("--memory-used", type=int, help="memory.used, MiB")
     sub.add_parser(
         "billing", help="compute units per assignment: ended ones, then open ones"
     ).add_argument("--json", action="store_true", help="one JSON array")
@@ -92,7 +96,7 @@ def _reassign(backend: Backend, config: str | None, name: str) -> str:
     assignment = backend.assign(
         old["variant"], old["accelerator"], old["machine_shape"], os.environ
     )
-    store.add(new_record(name, assignment))
+    store.add(new_record(name, assignment, old["accelerator"]))
     record_history(ctx, name, "session_created", endpoint=assignment["endpoint"])
     return str(assignment["endpoint"])
 
@@ -161,6 +165,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"colab-emu: {args.endpoint} is not assigned", file=sys.stderr)
             return 1
         drop_connections(home, args.endpoint)
+    elif args.cmd == "set-gpu":
+        values = {"utilization_gpu": args.util, "memory_used_mib": args.memory_used}
+        try:
+            set_gpu(home, args.endpoint, **{k: v for k, v in values.items() if v is not None})
+        except FileNotFoundError as exc:
+            print(f"colab-emu: {exc}", file=sys.stderr)
+            return 1
     elif args.cmd == "billing":
         _billing(backend, as_json=args.json)
     elif args.cmd == "set-balance":

@@ -7,6 +7,10 @@ The balance never goes below 0. When an assignment ends (by any route: stop, sel
 `colab-emu unassign`, kill-all) one line is appended to `billing.jsonl`:
 `{endpoint, accelerator, assigned_at, unassigned_at, seconds, units}` (epoch floats; `seconds` of
 real time; `units` = rate x seconds x time_scale / 3600).
+
+An assignment's `accelerator` is what the server gave, which may differ from what was asked
+(`requested_accelerator`, kept only when it differs: the `new` fault `serve_gpu`); the bill, the
+listing (`colab sessions`) and the VM's GPU follow what was given.
 """
 
 from __future__ import annotations
@@ -94,9 +98,16 @@ class Backend:
             os.fsync(fh.fileno())
 
     def assign(
-        self, variant: str, accelerator: str, machine_shape: str, environ: Mapping[str, str]
+        self,
+        variant: str,
+        accelerator: str,
+        machine_shape: str,
+        environ: Mapping[str, str],
+        *,
+        requested: str | None = None,
     ) -> dict[str, Any]:
-        """Publish a new assignment and boot its VM (folder and runtime server)."""
+        """Publish a new assignment of `accelerator` (the one served; `requested` if another
+        was asked for) and boot its VM (folder, GPU and runtime server)."""
         endpoint = f"{ENDPOINT_PREFIX[variant]}-{random_hex(10)}"
         now = self.clock()
         assignment = {
@@ -110,12 +121,14 @@ class Backend:
             "token": random_token(24),
             "url": f"https://8080-{endpoint}.prod.colab.dev",
         }
+        if requested is not None and requested != accelerator:
+            assignment["requested_accelerator"] = requested
         with locked(self.lock_path):
             state = self._load()
             self._settle(state, now)
             state["assignments"][endpoint] = assignment
             write_json(self.state_path, state)
-        create_vm(self.emu_home, endpoint, environ)
+        create_vm(self.emu_home, endpoint, environ, accelerator)
         return assignment
 
     def list_assignments(self) -> list[dict[str, Any]]:

@@ -10,10 +10,16 @@ does not fail at once: it waits for its `--timeout` deadline, then raises. Endin
 deadline costs 10 s more (the real client's `Failed to stop websocket connection thread.`). Its
 `finally` writes back the record it read at the start (`store.add`), so an exec that outlives
 its session re-creates the record.
+
+The real client also outlives its cell: after the reply and the write-back it closes its
+websocket and threads, which takes a second or more (several on a loaded host). The `exec` fault
+field `linger_s` reproduces that: the client stays alive that long after its output was written,
+then exits with the code it would have had.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 import time
@@ -220,4 +226,16 @@ def cmd_exec(ctx: EmuContext, opts: dict[str, Any]) -> int:
         if time.monotonic() >= deadline:
             log_debug(ctx, EXIT_DELAY_LOG)
             time.sleep(EXIT_DELAY_S)
+        linger(ctx, fault)
     return 0
+
+
+def linger(ctx: EmuContext, fault: dict[str, Any]) -> None:
+    """`linger_s`: the client's slow exit (closing its websocket and threads), after the cell's
+    output and the record's write-back; whatever the cell started runs on meanwhile."""
+    linger_s = float(fault.get("linger_s") or 0)
+    if linger_s > 0:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        log_debug(ctx, f"exec client {os.getpid()} lingering {linger_s:g} s after its cell")
+        time.sleep(linger_s)

@@ -88,10 +88,14 @@ def cmd_new(ctx: EmuContext, opts: dict[str, Any]) -> int:
         raise CliExit(1)
     if status is not None:
         raise http_error("POST" if status == 400 else "GET", url, status)
-    assignment = backend_for(ctx).assign(variant, accelerator, machine_shape, ctx.environ)
+    # `serve_gpu`: the server gives a GPU request another GPU than asked (Colab may).
+    served = fault.get("serve_gpu") if variant == "GPU" else None
+    assignment = backend_for(ctx).assign(
+        variant, served or accelerator, machine_shape, ctx.environ, requested=accelerator
+    )
     log_debug(ctx, f"POST {url} -> 200 {assignment}")
     _die("assign", fault)
-    store_for(ctx).add(new_record(name, assignment))
+    store_for(ctx).add(new_record(name, assignment, accelerator))
     record_history(ctx, name, "session_created", endpoint=assignment["endpoint"])
     _die("state", fault)
     echo("[colab] Session READY.")

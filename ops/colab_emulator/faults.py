@@ -22,16 +22,17 @@ COMMON_FIELDS = ("delay_s", "hang", "times", "match_session")
 HTTP_COMMANDS = ("status", "sessions", "usage", "stop")
 FILE_COMMANDS = ("upload", "download", "ls", "rm")
 COMMAND_FIELDS: dict[str, tuple[str, ...]] = {
-    "new": ("http", "kill_after"),
+    "new": ("http", "kill_after", "serve_gpu"),
     **{name: ("http",) for name in HTTP_COMMANDS},
     **{name: ("fail",) for name in FILE_COMMANDS},
-    "exec": ("lost", "on_lost"),
+    "exec": ("lost", "on_lost", "linger_s"),
     "restart-kernel": (),
     "auth": ("fail", "mode"),
 }
 KILL_POINTS = ("assign", "state")
 AUTH_MODES = ("missing", "refresh", "http")
 ON_LOST = ("error", "timeout")
+SERVED_GPUS = ("T4", "L4", "G4", "A100", "H100")
 
 
 class FaultError(ValueError):
@@ -58,10 +59,10 @@ def validate(command: str, fields: dict[str, Any]) -> dict[str, Any]:
     for key, value in fields.items():
         if key not in allowed:
             raise FaultError(f"field {key!r} does not apply to {command!r}; allowed: {allowed}")
-        if key == "delay_s" and (
+        if key in ("delay_s", "linger_s") and (
             isinstance(value, bool) or not isinstance(value, int | float) or value < 0
         ):
-            raise FaultError("delay_s must be a number >= 0")
+            raise FaultError(f"{key} must be a number >= 0")
         if key in ("hang", "lost") and not isinstance(value, bool):
             raise FaultError(f"{key} must be true or false")
         if key == "times" and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
@@ -80,6 +81,10 @@ def validate(command: str, fields: dict[str, Any]) -> dict[str, Any]:
             raise FaultError(f"mode must be one of {AUTH_MODES}")
         if key == "on_lost" and value not in ON_LOST:
             raise FaultError(f"on_lost must be one of {ON_LOST}")
+        if key == "serve_gpu" and (not isinstance(value, str) or value.upper() not in SERVED_GPUS):
+            raise FaultError(f"serve_gpu must be one of {SERVED_GPUS}")
+    if "serve_gpu" in fields:
+        fields = {**fields, "serve_gpu": fields["serve_gpu"].upper()}
     return {"command": command, **fields}
 
 

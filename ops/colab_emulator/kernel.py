@@ -73,11 +73,24 @@ _colab_emu_run(sys.argv[1], int(sys.argv[2]), sys.argv[3])
 FORMATTER = Path(__file__).resolve().with_name("ipytb.py")
 
 
+def vm_path(host_path: str, paths: VmPaths) -> str:
+    """The VM's `/opt/bin` first, then the host's PATH without any folder holding an
+    `nvidia-smi` (a CPU VM on a GPU host must not find the host's GPU)."""
+    kept = [
+        folder
+        for folder in host_path.split(os.pathsep)
+        if folder and not os.path.exists(os.path.join(folder, "nvidia-smi"))
+    ]
+    return os.pathsep.join([str(paths.bin_dir), *kept])
+
+
 def kernel_environment(
     base: Mapping[str, str], paths: VmPaths, port: int | None, persisted: Mapping[str, str]
 ) -> dict[str, str]:
-    """The code's environment: the client's allow-listed base, Colab's presets, then `--env`."""
+    """The code's environment: the client's allow-listed base (PATH with the VM's /opt/bin
+    first), Colab's presets, then `--env`."""
     env = dict(base)
+    env["PATH"] = vm_path(base.get("PATH", os.defpath), paths)
     env["HOME"] = str(paths.home)
     env["COLAB_EMU_VM_ROOT"] = str(paths.root)
     env.update(COLAB_PRESETS)

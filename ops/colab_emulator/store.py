@@ -107,7 +107,10 @@ def token_expiry_iso(now: float | None = None) -> str:
     return (moment + timedelta(seconds=TOKEN_LIFETIME_S)).isoformat()
 
 
-def new_record(name: str, assignment: Mapping[str, Any]) -> Record:
+def new_record(name: str, assignment: Mapping[str, Any], accelerator: str | None = None) -> Record:
+    """The record `colab new` writes: proxy info and endpoint from the assign response, but
+    variant and accelerator as *requested* (the real `new` stores `accelerator.value`, the
+    flag's mapping, not the response's), so a substituted GPU shows only server-side."""
     return {
         "name": name,
         "token": assignment["token"],
@@ -115,7 +118,7 @@ def new_record(name: str, assignment: Mapping[str, Any]) -> Record:
         "endpoint": assignment["endpoint"],
         "token_expires_at": token_expiry_iso(),
         "variant": assignment["variant"],
-        "accelerator": assignment["accelerator"],
+        "accelerator": accelerator or assignment["accelerator"],
         "machine_shape": assignment["machine_shape"],
         "kernel_id": None,
         "session_id": None,

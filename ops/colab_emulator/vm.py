@@ -4,12 +4,14 @@
 that belongs to a VM carries `COLAB_EMU_VM_MARK=<emu home>::<endpoint>` in its environment, which
 is how unassign finds and kills them all, including children that left the kernel's process
 group (Linux `/proc`). Released VMs are moved to `released/<endpoint>/` for post-mortems.
+A GPU VM also gets its GPU (`gpu.json`) and an `nvidia-smi` in its `/opt/bin` (nvidia_smi.py).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -20,6 +22,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from .jsonfile import locked, read_json, write_json
+from .nvidia_smi import GPU_MODELS, gpu_state
 
 MARK_VAR = "COLAB_EMU_VM_MARK"
 KERNEL_MODULE = "colab_emulator.kernel"
@@ -45,6 +48,16 @@ class VmPaths(NamedTuple):
     @property
     def home(self) -> Path:
         return self.root / "root"
+
+    @property
+    def bin_dir(self) -> Path:
+        """The VM's `/opt/bin`, first on the kernel's PATH (a GPU VM's nvidia-smi is there)."""
+        return self.root / "opt" / "bin"
+
+    @property
+    def gpu(self) -> Path:
+        """The VM's GPU as nvidia-smi reports it (absent on CPU and TPU VMs)."""
+        return self.base / "gpu.json"
 
     @property
     def state(self) -> Path:
@@ -105,12 +118,40 @@ def spawn_detached(
         )
 
 
-def create_vm(emu_home: Path, endpoint: str, environ: Mapping[str, str]) -> int:
-    """Lay out the VM folder and start its runtime server; returns the server's port."""
+def install_gpu(paths: VmPaths, accelerator: str) -> None:
+    """The VM's GPU: gpu.json, and an `nvidia-smi` shim in its /opt/bin that runs
+    nvidia_smi.py on it (with this interpreter, so it needs nothing on the VM's PATH)."""
+    write_json(paths.gpu, gpu_state(accelerator))
+    argv = [sys.executable, "-c", _BOOT, str(OPS_DIR), "colab_emulator.nvidia_smi", str(paths.gpu)]
+    shim = paths.bin_dir / "nvidia-smi"
+    shim.write_text(f'#!/bin/sh\nexec {shlex.join(argv)} "$@"\n')
+    shim.chmod(0o755)
+
+
+def set_gpu(emu_home: Path, endpoint: str, **values: int) -> dict[str, object]:
+    """Change what the VM's nvidia-smi reports (`utilization_gpu`, `memory_used_mib`)."""
+    path = vm_paths(emu_home, endpoint).gpu
+    state = read_json(path, None)
+    if not isinstance(state, dict):
+        raise FileNotFoundError(f"{endpoint} has no GPU ({path} is missing)")
+    state.update(values)
+    write_json(path, state)
+    return state
+
+
+def create_vm(
+    emu_home: Path, endpoint: str, environ: Mapping[str, str], accelerator: str = "NONE"
+) -> int:
+    """Lay out the VM folder (with its GPU, if any) and start its runtime server; returns the
+    server's port."""
     paths = vm_paths(emu_home, endpoint)
-    for folder in (paths.content / "sample_data", paths.home, paths.root / "tmp", paths.jobs):
+    for folder in (
+        paths.content / "sample_data", paths.home, paths.root / "tmp", paths.jobs, paths.bin_dir
+    ):  # fmt: skip
         folder.mkdir(parents=True, exist_ok=True)
     (paths.content / "sample_data" / "README.md").write_text(SAMPLE_README)
+    if accelerator in GPU_MODELS:
+        install_gpu(paths, accelerator)
     env = {k: v for k, v in environ.items() if k in ("PATH", "LANG", "COLAB_EMU_TIME_SCALE")}
     env[MARK_VAR] = mark_for(emu_home, endpoint)
     spawn_detached("runtime_server", [str(emu_home), endpoint], env, paths.server_log, paths.base)
