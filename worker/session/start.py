@@ -18,7 +18,8 @@ from worker.errors import (
 from worker.records.ledger import JobRecord
 from worker.session import checks, procs
 from worker.session import plan as vmplan
-from worker.session.job import LAUNCH_TIMEOUT_S, Finish, JobRun, sentinel, session_name
+from worker.session.job import Finish, JobRun, session_name
+from worker.session.launch import launch_job
 from worker.session.watchpolicy import Phase
 from worker.states import JobState as S
 from worker.tracker.runs import TrackerRef, open_run, run_env
@@ -117,12 +118,9 @@ class Starting(JobRun):
             launch = self.files.root / f"launch-{self.segment}.py"
             seg = dataclasses.replace(self._segment_plan(), env=tuple(sorted(env.items())))
             launch.write_text(vmplan.launch_source(self.spec, d.settings, self.nonce, seg))
-            d.fence()
-            out = d.driver.exec(name, launch, LAUNCH_TIMEOUT_S)
-            launched = sentinel(out, self.nonce, "LAUNCHED")
-            if launched is None:
-                raise ColabqError(f"the launch cell did not start the job: {out.strip()[-300:]}")
-            self.log(f"launched on the VM (wrapper pid {launched})")
+            # The client may linger, or die, after its cell started the job: the sentinel is
+            # read as it streams, and a client that fails without it is judged on the VM.
+            self.log(f"launched on the VM ({launch_job(self, launch)})")
         self._to(S.RUNNING, f"started detached on {name}")
 
     def _tracker_env(self, rec: JobRecord) -> dict[str, str]:
