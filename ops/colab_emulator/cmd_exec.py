@@ -33,6 +33,7 @@ from .jsonfile import read_json, write_json
 from .output import echo, write_bytes
 from .session_ops import backend_for, get_session, prune, resolve_session, store_for
 from .store import local_time_str, log_debug, record_history
+from .tokens import proxy_rejects
 from .vm import MARK_VAR, connection_generation, mark_for, spawn_detached, vm_paths
 
 ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -198,7 +199,10 @@ def cmd_exec(ctx: EmuContext, opts: dict[str, Any]) -> int:
     fault = take_fault(ctx.emu_home, "exec", name)
     apply_delay({"delay_s": fault.get("delay_s", 0)})
     store = store_for(ctx)
-    if fault.get("lost") or backend_for(ctx).get(record["endpoint"]) is None:
+    expired = proxy_rejects(backend_for(ctx), record, ctx.environ)
+    if expired:
+        log_debug(ctx, f"GET {record['url']}/api/kernels -> 401 (proxy token expired)")
+    if fault.get("lost") or expired or backend_for(ctx).get(record["endpoint"]) is None:
         echo(f"[colab] Session '{name}' appears to be lost (404/401). Cleaning up.")
         prune(ctx, [name], announce=False)
         raise CliExit(1)

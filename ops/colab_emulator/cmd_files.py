@@ -17,6 +17,7 @@ from .faults import apply_delay, take_fault
 from .output import echo
 from .session_ops import backend_for, get_session, resolve_session
 from .store import Record, record_history
+from .tokens import proxy_rejects
 from .vm import vm_paths
 
 
@@ -28,10 +29,15 @@ def _session(
     return name, record, take_fault(ctx.emu_home, command, name)
 
 
-def _vm_root(ctx: EmuContext, record: Record) -> Path | None:
-    """The VM's `/` folder, or None when the VM no longer exists."""
-    if backend_for(ctx).get(record["endpoint"]) is None:
+def _vm_root(ctx: EmuContext, record: Record, failed: str) -> Path | None:
+    """The VM's `/` folder, or None when the VM no longer exists. A token the proxy refuses
+    (`tokens.py`) fails the command with its 401 (`failed`: the command's failure prefix)."""
+    backend = backend_for(ctx)
+    if backend.get(record["endpoint"]) is None:
         return None
+    if proxy_rejects(backend, record, ctx.environ):
+        url = f"{record['url']}/api/contents"
+        raise _fail(failed, f"401 Client Error: Unauthorized for url: {url}")
     root = vm_paths(ctx.emu_home, record["endpoint"]).root
     return root if root.is_dir() else None
 
@@ -57,7 +63,7 @@ def cmd_upload(ctx: EmuContext, opts: dict[str, Any]) -> int:
     if fault.get("fail"):
         raise _fail("Upload failed: ", fault["fail"])
     api_url = f"{record['url']}/api/contents/{remote.lstrip('/')}"
-    root = _vm_root(ctx, record)
+    root = _vm_root(ctx, record, "Upload failed: ")
     if root is None:
         raise _fail("Upload failed: ", f"404 Client Error: Not Found for url: {api_url}")
     target = _remote(root, remote)
@@ -81,7 +87,7 @@ def cmd_download(ctx: EmuContext, opts: dict[str, Any]) -> int:
     apply_delay(fault)
     if fault.get("fail"):
         raise _fail("Download failed: ", fault["fail"])
-    root = _vm_root(ctx, record)
+    root = _vm_root(ctx, record, "Download failed: ")
     target = _remote(root, remote) if root else None
     if target is None or not target.exists():
         raise _fail("Download failed: ", f"File or directory not found: {remote}")
@@ -102,7 +108,7 @@ def cmd_ls(ctx: EmuContext, opts: dict[str, Any]) -> int:
     apply_delay(fault)
     if fault.get("fail"):
         raise _fail("Error: ", fault["fail"])
-    root = _vm_root(ctx, record)
+    root = _vm_root(ctx, record, "Error: ")
     target = _remote(root, path) if root else None
     if target is None or not target.exists():
         raise _fail("Error: ", f"File or directory not found: {path}")
@@ -123,7 +129,7 @@ def cmd_rm(ctx: EmuContext, opts: dict[str, Any]) -> int:
     apply_delay(fault)
     if fault.get("fail"):
         raise _fail("Error: ", fault["fail"])
-    root = _vm_root(ctx, record)
+    root = _vm_root(ctx, record, "Error: ")
     target = _remote(root, path) if root else None
     if target is None or target == root or not (target.exists() or target.is_symlink()):
         raise _fail("Error: ", f"File or directory not found: {path}")

@@ -25,6 +25,7 @@ from .session_ops import (
     sync_sessions,
 )
 from .store import log_debug, new_record, record_history
+from .tokens import proxy_rejects
 from .vm import restart_kernel
 
 GPUS = ("a100", "h100", "l4", "t4", "g4")
@@ -200,6 +201,9 @@ def cmd_restart_kernel(ctx: EmuContext, opts: dict[str, Any]) -> int:
     if backend_for(ctx).get(record["endpoint"]) is None:
         log_debug(ctx, f"POST {url} -> 404")
         raise RequestsHTTPError(f"404 Client Error: Not Found for url: {url}")
+    if proxy_rejects(backend_for(ctx), record, ctx.environ):
+        log_debug(ctx, f"POST {url} -> 401")
+        raise RequestsHTTPError(f"401 Client Error: Unauthorized for url: {url}")
     if not record.get("kernel_id"):
         record["kernel_id"] = random_uuid()
         record["session_id"] = random_uuid()

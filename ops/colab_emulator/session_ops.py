@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -23,10 +24,10 @@ from .errors import (
 )
 from .faults import apply_delay, take_fault
 from .output import echo
-from .store import Record, SessionStore, log_debug, record_history, token_expiry_iso
+from .store import Record, SessionStore, log_debug, record_history
+from .tokens import expiry_iso, list_renewed, margin_s
 
 ASSIGNMENTS_URL = f"{COLAB_BASE}/tun/m/assignments"
-TOKEN_REFRESH_MARGIN_S = 300
 OAUTH_URL = (
     "https://accounts.google.com/o/oauth2/auth?response_type=code&client_id=emulated.apps."
     "googleusercontent.com&redirect_uri=urn%3Aietf%3Awg%3Aoauth%3A2.0%3Aoob&scope=openid+"
@@ -96,7 +97,7 @@ def sync_sessions(
     local = store.load()
     authenticate(ctx, session)
     raise_http_fault(fault or {}, "GET", ASSIGNMENTS_URL)
-    assignments = backend_for(ctx).list_assignments()
+    assignments = list_renewed(backend_for(ctx), ctx.environ)
     log_debug(ctx, f"GET {ASSIGNMENTS_URL} -> 200 {len(assignments)} assignment(s)")
     live = {a["endpoint"]: a for a in assignments}
     stale = []
@@ -105,7 +106,7 @@ def sync_sessions(
         if assignment is None:
             stale.append(name)
             continue
-        apply_proxy_info(record, assignment)
+        apply_proxy_info(record, assignment, ctx.environ)
         store.add(record)
     prune(ctx, stale, announce=True)
     return assignments
@@ -139,8 +140,9 @@ def resolve_session(ctx: EmuContext, name: str | None) -> str:
     return names[0]
 
 
-def _needs_refresh(record: Record) -> bool:
-    """No expiry, or one within TOKEN_REFRESH_MARGIN (5 min): get_session asks the server."""
+def _needs_refresh(record: Record, margin: float) -> bool:
+    """No expiry, or one within TOKEN_REFRESH_MARGIN (5 min; `tokens.margin_s`): get_session
+    asks the server."""
     raw = record.get("token_expires_at")
     if not raw:
         return True
@@ -150,7 +152,7 @@ def _needs_refresh(record: Record) -> bool:
         return True
     if expires_at.tzinfo is None:
         expires_at = expires_at.replace(tzinfo=UTC)
-    return expires_at.timestamp() - time.time() <= TOKEN_REFRESH_MARGIN_S
+    return expires_at.timestamp() - time.time() <= margin
 
 
 def get_session(ctx: EmuContext, name: str, *, ignore_missing: bool = False) -> Record:
@@ -165,24 +167,27 @@ def get_session(ctx: EmuContext, name: str, *, ignore_missing: bool = False) -> 
     record = store_for(ctx).get(name)
     if record is None:
         raise not_found(name, missing_code)
-    if _needs_refresh(record):
+    if _needs_refresh(record, margin_s(ctx.environ)):
         authenticate(ctx, name)
-        assignments = backend_for(ctx).list_assignments()
+        assignments = list_renewed(backend_for(ctx), ctx.environ)
         log_debug(ctx, f"GET {ASSIGNMENTS_URL} -> 200 {len(assignments)} assignment(s)")
         live = {a["endpoint"]: a for a in assignments}
         assignment = live.get(record["endpoint"])
         if assignment is None:
             prune(ctx, [name], announce=False)
             raise not_found(name, missing_code)
-        apply_proxy_info(record, assignment)
+        apply_proxy_info(record, assignment, ctx.environ)
         store_for(ctx).add(record)
     return record
 
 
-def apply_proxy_info(record: Record, assignment: dict[str, Any]) -> None:
+def apply_proxy_info(
+    record: Record, assignment: dict[str, Any], environ: Mapping[str, str]
+) -> None:
+    """The token, url and expiry the assignments list gave (`tokens.py`)."""
     record["token"] = assignment["token"]
     record["url"] = assignment["url"]
-    record["token_expires_at"] = token_expiry_iso()
+    record["token_expires_at"] = expiry_iso(assignment, environ)
 
 
 def hardware(record: dict[str, Any]) -> str:

@@ -7,6 +7,7 @@ as empty. Every write is a read-modify-write of one whole record under the exclu
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -17,6 +18,7 @@ from typing import Any
 from .backend import TOKEN_LIFETIME_S
 from .context import EmuContext
 from .jsonfile import locked, read_json, write_json
+from .tokens import expiry_iso
 
 Record = dict[str, Any]
 
@@ -116,7 +118,8 @@ def new_record(name: str, assignment: Mapping[str, Any], accelerator: str | None
         "token": assignment["token"],
         "url": assignment["url"],
         "endpoint": assignment["endpoint"],
-        "token_expires_at": token_expiry_iso(),
+        # What the server gave this token (tokens.py: COLAB_EMU_TOKEN_LIFETIME_S).
+        "token_expires_at": expiry_iso(assignment, os.environ),
         "variant": assignment["variant"],
         "accelerator": accelerator or assignment["accelerator"],
         "machine_shape": assignment["machine_shape"],

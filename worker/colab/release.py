@@ -2,7 +2,8 @@
 
 A session is stopped only when `colab status` shows exactly the owned name at the recorded
 endpoint; after the stop, a status that says "not found" proves it is gone. A mismatch is
-reported, never acted on.
+reported, never acted on. A "not found" before the stop is asked again of the account's
+assignments (`witness.confirm_gone`): the CLI prunes the record of a live VM after a 401.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from enum import StrEnum
 
 from worker.clock import Clock
 from worker.colab.driver import ColabDriver
+from worker.colab.witness import Witness, confirm_gone
 from worker.errors import ColabError, ColabqError
 
 
@@ -60,8 +62,15 @@ def release_session(
             else:
                 st = driver.status(name)
                 seen_endpoint = st.endpoint if st is not None else None
+            if seen_endpoint is None and not stopped:
+                # No record: pruned by a sync that saw the VM gone, never written, or pruned
+                # after a 401 while the VM lives (the witness writes it again: stop it then).
+                seen = confirm_gone(driver, name, endpoint, log)
+                if seen is Witness.RESTORED:
+                    continue
+                if seen is Witness.UNKNOWN:
+                    raise ColabError(f"{name} not found and the account's sessions unreadable")
             if seen_endpoint is None:
-                # No record: stopped, pruned by a sync that saw the VM gone, or never written.
                 return ReleaseOutcome.STOPPED if stopped else ReleaseOutcome.ALREADY_GONE
             if seen_endpoint != endpoint:
                 raise EndpointMismatch(name, endpoint, seen_endpoint)

@@ -6,6 +6,10 @@ use their own Redis client with a short retry budget, so an outage never stalls 
 keeps beating the owner's local phase file (the watchdog's sign of life) and retries the lease.
 An outage longer than the TTL lets the lock expire; the next renewal takes it back if the job
 still names this owner. If someone else owns it now, the lease is lost for good.
+
+The fence tells the two apart: `LeaseLost` (another owner holds the job: stop for good) and its
+subclass `LeaseUnconfirmed` (no renewal got through: Redis is away, and the owner may wait for
+it and `fence` again).
 """
 
 from __future__ import annotations
@@ -26,6 +30,11 @@ class LeaseLost(ColabqError):
     """This owner may no longer act for the job: another owns it, or Redis stayed away."""
 
     hint = "The job's session is left to its watchdog; the janitor adopts the job."
+
+
+class LeaseUnconfirmed(LeaseLost):
+    """No renewal got through within the wait (Redis unreachable): the lease may still be this
+    owner's once Redis answers again, or it may be another's; only a later `fence` can tell."""
 
 
 class Heartbeat:
@@ -93,7 +102,8 @@ class Heartbeat:
 
     def fence(self, wait_s: float) -> None:
         """Before a side effect: pass if the lease is good; wait up to `wait_s` for a renewal
-        through an outage; otherwise raise LeaseLost (the caller must not act)."""
+        through an outage; otherwise raise LeaseLost, or LeaseUnconfirmed when no renewal got
+        through (Redis away). Either way the caller must not act."""
         deadline = time.monotonic() + wait_s
         with self._renewed:
             while not self.valid():
@@ -101,7 +111,7 @@ class Heartbeat:
                     raise LeaseLost(f"Job {self.job_id} is owned by another runner now.")
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise LeaseLost(
+                    raise LeaseUnconfirmed(
                         f"The lease on job {self.job_id} could not be renewed for "
                         f"{self.ttl_s + wait_s:.0f}s (Redis unreachable)."
                     )

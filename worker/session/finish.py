@@ -40,9 +40,11 @@ class Finishing(JobRun):
         if w.get("exec_final_upload") != "ok":
             self._to(S.RETAINED, "final upload failed on the VM; recovering the results")
             return
-        # The results are in the store: stop paying for the VM while the store verifies them.
-        self._early_release = threading.Thread(target=self._release_now, daemon=True)
-        self._early_release.start()
+        # The results are in the store: stop paying for the VM while the store verifies them
+        # (once: a Redis outage may have interrupted this step after the release began).
+        if self._early_release is None:
+            self._early_release = threading.Thread(target=self._release_now, daemon=True)
+            self._early_release.start()
         self._to(S.PERSISTING, f"job exited {self.exit_code}; verifying artifacts")
 
     def _session_gone(self, how: str) -> None:

@@ -4,8 +4,9 @@ notice at once what ends the wait otherwise (a cancel, the wall cap, a lost VM).
 The attach client is replaceable: when it dies (killed, its websocket dropped, its host rebooted)
 the job goes on on the VM, and this loop clears the stale cell with `colab restart-kernel` and
 attaches again from the recorded offset, backing off if attaching keeps failing. When the client
-dies and the session is gone (the watchdog saw it, or a status call says so), the job's end is
-looked for where it survives: the sentinels already forwarded, then the store.
+dies and the session is gone (the watchdog saw it, or a status call says so and the account's
+assignments agree: the CLI prunes a live VM's record after a 401, `witness` writes it again),
+the job's end is looked for where it survives: the sentinels already forwarded, then the store.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 
 from worker.clock import Clock
 from worker.colab.driver import ColabDriver
+from worker.colab.witness import Witness, confirm_gone
 from worker.errors import ColabError
 from worker.records.ledger import Ledger
 from worker.session import procs
@@ -172,6 +174,12 @@ class Follower:
         except ColabError as exc:
             self.log(f"status failed after the attach client ended: {exc}")
             return None
+        endpoint = self.files.endpoint(self.session)
+        if st is None and endpoint is not None:
+            # "Not found" may be a record the CLI pruned after a 401 while the VM lives.
+            seen = confirm_gone(self.driver, self.session, endpoint, self.log)
+            if seen is not Witness.GONE:
+                return None
         if st is None:
-            return FollowResult(Ended.SESSION_GONE, "colab status: the session is gone")
+            return FollowResult(Ended.SESSION_GONE, "colab status and sessions: the VM is gone")
         return None

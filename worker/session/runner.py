@@ -17,8 +17,12 @@ finish. The run itself lives on the VM:
     RESTARTING  a new session resumes from the last synced checkpoint
 
 Every side effect passes the lease's fence first; every state change goes through the ledger's
-`transition()` with this owner's token. An owner that loses its lease, or Redis for longer than
-`redis_retry_s`, stops acting and hands the session to the watchdog.
+`transition()` with this owner's token. An owner that loses its lease to another stops acting and
+hands the session to the watchdog. An owner that loses Redis for longer than `redis_retry_s`
+waits for it (`_wait_out_outage`), however long: the job runs on on its VM, the watchdog enforces
+its caps meanwhile, and when Redis answers and the lease is this owner's again (taken back if the
+job still names it) the loop carries on from the state the ledger records, re-attaching from the
+recorded console offset; if another owner took the job meanwhile, this one stops.
 """
 
 from __future__ import annotations
@@ -27,8 +31,8 @@ import json
 import sys
 from collections.abc import Callable
 
-from worker.errors import ColabqError, StaleOwner
-from worker.records.lease import LeaseLost
+from worker.errors import ColabqError, JobNotFound, StaleOwner
+from worker.records.lease import LeaseLost, LeaseUnconfirmed
 from worker.records.ledger import JobRecord
 from worker.session import plan as vmplan
 from worker.session.attach import AttachSpec
@@ -45,6 +49,9 @@ __all__ = ["Outcome", "Runner", "RunnerDeps", "resume_job", "run_job"]
 
 
 class Runner(Starting, Finishing):
+    # Set by an outage: the attach client may have given up, its cell still in the kernel.
+    _outage_seen = False
+
     def run(self) -> Outcome:
         """A job this worker just claimed (QUEUED, owned by us)."""
         # The wall cap counts from before allocation, whatever the later steps take.
@@ -94,6 +101,16 @@ class Runner(Starting, Finishing):
         return self._drive()
 
     def _drive(self) -> Outcome:
+        while True:
+            try:
+                return self._steps()
+            except (LeaseUnconfirmed, *REDIS_DOWN) as exc:
+                if not self._wait_out_outage(f"{type(exc).__name__}: {exc}"):
+                    return self._hand_over("the job is owned by another runner now")
+            except (LeaseLost, StaleOwner) as exc:
+                return self._hand_over(str(exc))
+
+    def _steps(self) -> Outcome:
         steps: dict[S, Callable[[JobRecord], None]] = {
             S.ALLOCATING: self._allocate,
             S.STARTING: self._start,
@@ -103,28 +120,57 @@ class Runner(Starting, Finishing):
             S.RELEASING: self._release,
             S.RESTARTING: self._restart,
         }
-        try:
-            while True:
-                rec = self.d.ledger.get(self.job_id)
-                if rec.state in TERMINAL:
-                    self._ship.close()
-                    return self._outcome(rec)
-                try:
-                    self._guard(rec)
-                    steps[rec.state](rec)
-                except Finish as f:
-                    self._finish(f.state, f.reason)
-                except (LeaseLost, StaleOwner, *REDIS_DOWN):
-                    raise
-                except ColabqError as exc:
-                    self._finish(S.FAILED, exc.advice())
-                except Exception as exc:  # a bug must still end in a released session
-                    self._finish(S.FAILED, f"internal error: {type(exc).__name__}: {exc}")
-        except (LeaseLost, StaleOwner) as exc:
-            return self._hand_over(str(exc))
-        except REDIS_DOWN as exc:
-            budget = self.d.settings.redis_retry_s
-            return self._hand_over(f"Redis unreachable for {budget:.0f}s: {exc}")
+        while True:
+            rec = self.d.ledger.get(self.job_id)
+            if rec.state in TERMINAL:
+                self._ship.close()
+                return self._outcome(rec)
+            try:
+                self._guard(rec)
+                steps[rec.state](rec)
+            except Finish as f:
+                self._finish(f.state, f.reason)
+            except (LeaseLost, StaleOwner, *REDIS_DOWN):
+                raise
+            except ColabqError as exc:
+                self._finish(S.FAILED, exc.advice())
+            except Exception as exc:  # a bug must still end in a released session
+                self._finish(S.FAILED, f"internal error: {type(exc).__name__}: {exc}")
+
+    def _wait_out_outage(self, why: str) -> bool:
+        """Redis stayed away past `redis_retry_s`: wait until it answers and this owner's lease
+        is confirmed again. True to carry on; False if another owner holds the job now.
+
+        Meanwhile the owner's phase says it waits (alive, not busy): the watchdog asks the VM
+        whether the job runs, enforces the idle timeout and the wall cap, and never stops a
+        job that runs. The attach client gives up after its own retry budget (the lines stay on
+        the VM); its cell may still run in the kernel, so the next attach clears it first."""
+        before = self.files.read_runner()
+        self._phase(Phase.AWAITING_REDIS)
+        self._outage_seen = True
+        started = self.d.clock.monotonic()
+        self.log(f"Redis unreachable ({why[:300]}); waiting for it, the job runs on its VM")
+        pause_s = max(self.d.settings.heartbeat_interval_s, 0.5)
+        while True:
+            try:
+                self.d.ledger.state_of(self.job_id)  # retries for `redis_retry_s` itself
+            except REDIS_DOWN:
+                self.d.clock.sleep(pause_s)
+                continue
+            except JobNotFound:
+                pass  # Redis lost it: the lease's renewal writes it again
+            try:
+                self.d.fence()
+            except LeaseUnconfirmed:
+                continue
+            except LeaseLost:
+                return False
+            break
+        waited_s = self.d.clock.monotonic() - started
+        self.log(f"Redis answers again after {waited_s:.0f}s; carrying on")
+        if before is not None and before.phase is not Phase.AWAITING_REDIS:
+            self._phase(before.phase)
+        return True
 
     def _guard(self, rec: JobRecord) -> None:
         """Before each step: the lease, a cancel, the wall cap."""
@@ -171,8 +217,9 @@ class Runner(Starting, Finishing):
         )
 
     def _hand_over(self, reason: str) -> Outcome:
-        """Stop acting: the watchdog decides for the session (a stale owner is not busy), and
-        the janitor adopts the job once the lease has expired."""
+        """Stop acting (another owner holds the job): the watchdog decides for the session (a
+        stale owner is not busy), and the job's current owner, or the janitor once its lease
+        has expired, finishes the job."""
         self._phase(Phase.HANDED_OVER)
         self._ship.close(timeout_s=1.0)
         print(f"colabq runner {self.job_id}: handed over: {reason}", file=sys.stderr, flush=True)
@@ -191,7 +238,7 @@ class Runner(Starting, Finishing):
             ),
             deadline_at=self.deadline_at, poll_s=d.settings.poll_interval_s,
             backoff_max_s=d.settings.reattach_backoff_max_s, fence=d.fence, log=self.log,
-            cancelled=self._cancelled, stale_cells=self.adopted,
+            cancelled=self._cancelled, stale_cells=self.adopted or self._outage_seen,
             stall_s=d.settings.attach_stall_s,
             heartbeat_path=vmplan.remote_heartbeat(self.job_id),
         )  # fmt: skip

@@ -4,11 +4,13 @@
 Started and confirmed alive before `colab new`, in its own process session so that a worker crash
 or restart does not take it down (a restarted worker, or an adopter on this host, finds it by its
 pid file). Each poll it observes (the owner's phase and beat, the attach client's life, the
-endpoint, `colab status` every poll so a lost VM is noticed at once, the VM's heartbeat when the
-host alone cannot tell whether the job runs), asks `watchpolicy.decide`, and acts: a verified
-stop, after recovering the results of a VM that holds their only copy; a report, once per change;
-or, once the session is gone, it kills the job's exec clients (a real `colab exec` on a lost VM
-would wait for its `--timeout`, then write the stopped session's record back) and exits.
+endpoint, `colab status` every poll so a lost VM is noticed at once (a "not found" confirmed by
+the account's assignments: the CLI prunes a live VM's record after a 401, see `witness`), the
+VM's heartbeat when the host alone cannot tell whether the job runs), asks `watchpolicy.decide`,
+and acts: a verified stop, after recovering the results of a VM that holds their only copy; a
+report, once per change; or, once the session is gone, it kills the job's exec clients (a real
+`colab exec` on a lost VM would wait for its `--timeout`, then write the stopped session's record
+back) and exits. Redis is never waited on (`RedisSink`): an outage changes none of this.
 
     python -m worker.session.watchdog JOB_DIR
 """
@@ -25,6 +27,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from worker.clock import Clock, SystemClock
 from worker.colab.driver import ColabDriver
+from worker.colab.witness import Witness, confirm_gone
 from worker.errors import ColabError, ColabqError
 from worker.session import procs
 from worker.session.jobfiles import JobFiles, ProcRef, WatchSpec
@@ -47,6 +50,7 @@ if TYPE_CHECKING:
 
 ALLOCATION_POLL_S = 0.2  # while `colab new` runs, catch the endpoint the moment it is written
 CONFIRM_TIMEOUT_S = 15.0
+MAX_KEPT_EVENTS = 200  # reports kept through an outage; older ones are counted, not kept
 
 
 class WatchdogNotAlive(ColabqError):
@@ -134,7 +138,7 @@ class Watchdog:
             cli_running, self.status_errors,
         )  # fmt: skip
 
-    def _status(self, endpoint: str) -> Seen:
+    def _status(self, endpoint: str, *, again: bool = False) -> Seen:
         try:
             st = self.driver.status(self.spec.session)
         except ColabError as exc:
@@ -145,7 +149,13 @@ class Watchdog:
             self.status_errors = 0
             self._report_once("status", "status answers again")
         if st is None:
-            return Seen.GONE
+            # "Not found" may be a record the CLI pruned after a 401 while the VM lives.
+            seen = confirm_gone(self.driver, self.spec.session, endpoint, self.sink.event)
+            if seen is Witness.UNKNOWN:
+                return Seen.ERROR
+            if seen is Witness.GONE or again:
+                return Seen.GONE
+            return self._status(endpoint, again=True)
         return Seen.OURS if st.endpoint == endpoint else Seen.MISMATCH
 
     def _vm_heartbeat(self, now: float) -> Vm:
@@ -248,29 +258,54 @@ class Watchdog:
 
 
 class RedisSink:
-    """Reports to the job's Redis log stream and watch record; never blocks the watchdog for
-    long (a short retry budget) and never fails it: facts it could not record are sent again
-    with the next poll's."""
+    """Reports to the job's Redis log stream and watch record, and never makes the watchdog wait
+    on Redis: once a write fails, Redis is asked again only once a poll (with the heartbeat),
+    and what could not be written (events in order, the latest watch fields) is kept and sent
+    when it answers. Redis down for minutes costs the watchdog's poll one short try."""
 
     def __init__(self, job_id: str, feed: Feed) -> None:
         self.job_id = job_id
         self.feed = feed
         self.pending: dict[str, str] = {}
+        self.events: list[str] = []
+        self.dropped = 0
+        self.down = False
+
+    def _send(self) -> None:
+        """Everything kept, events first; marks Redis down (or up again) as it finds it."""
+        try:
+            while self.events:
+                self.feed.append_log(self.job_id, f"[watchdog] {self.events[0]}", "watchdog")
+                self.events.pop(0)
+            if self.dropped:
+                text = f"[watchdog] {self.dropped} report(s) of the outage were not kept"
+                self.feed.append_log(self.job_id, text, "watchdog")
+                self.dropped = 0
+            if self.pending:
+                self.feed.record_watch(self.job_id, self.pending)
+                self.pending = {}
+        except Exception as exc:
+            if not self.down:
+                print(f"watchdog: Redis unreachable (kept for later): {exc}", file=sys.stderr)
+            self.down = True
+            return
+        if self.down:
+            print("watchdog: Redis answers again", file=sys.stderr, flush=True)
+        self.down = False
 
     def _flush(self, fields: Mapping[str, str]) -> None:
         self.pending.update(fields)
-        try:
-            self.feed.record_watch(self.job_id, self.pending)
-            self.pending = {}
-        except Exception as exc:
-            print(f"watchdog: Redis write failed (kept for later): {exc}", file=sys.stderr)
+        if not self.down:
+            self._send()
 
     def event(self, text: str) -> None:
         print(f"watchdog: {text}", flush=True)
-        try:
-            self.feed.append_log(self.job_id, f"[watchdog] {text}", "watchdog")
-        except Exception as exc:
-            print(f"watchdog: Redis write failed: {exc}", file=sys.stderr, flush=True)
+        self.events.append(text)
+        if len(self.events) > MAX_KEPT_EVENTS:
+            self.events.pop(0)
+            self.dropped += 1
+        if not self.down:
+            self._send()
 
     def endpoint_seen(self, endpoint: str) -> None:
         self._flush({"endpoint": endpoint})
@@ -285,10 +320,18 @@ class RedisSink:
         self._flush({"results_local": where})
 
     def heartbeat(self, at: float) -> None:
-        self._flush({"heartbeat_at": repr(at)})
+        """Once a poll: also the one try while Redis is down."""
+        self.pending["heartbeat_at"] = repr(at)
+        self._send()
 
     def cancel_requested(self) -> bool:
-        return self.feed.cancel_requested(self.job_id) is not None
+        if self.down:
+            return False  # asked again once Redis answers; the caps hold meanwhile
+        try:
+            return self.feed.cancel_requested(self.job_id) is not None
+        except Exception:
+            self.down = True
+            raise
 
 
 def start_watchdog(files: JobFiles, env: Mapping[str, str], *, clock: Clock) -> ProcRef:

@@ -4,8 +4,10 @@ The rules of `launcher.md`, as colabq refines them (the run lives on the VM):
 - Busy means: the attach client is alive; or the owner (runner or adopter) is alive, its beat is
   fresh and it is allocating, uploading or recovering results (a stale phase is not busy); or,
   with neither, the wrapper's heartbeat on the VM is fresh and says the job still runs (a dead
-  client never starts the idle timer while the job runs). `colab status`'s BUSY is never used
-  (0.7.4 leaves a killed client's label stale).
+  client never starts the idle timer while the job runs). An owner waiting out a Redis outage
+  is alive but not busy: only the VM's heartbeat keeps its session, so an outage of any length
+  never stops a job that runs, and never keeps an idle VM past its timeout. `colab status`'s
+  BUSY is never used (0.7.4 leaves a killed client's label stale).
 - When nothing is busy an idle timer runs; past `idle_timeout_s` the session is stopped. A job
   that finished with its results stored and no owner left to release the VM is stopped at once.
 - The wall cap is unconditional.
@@ -33,7 +35,11 @@ class Phase(StrEnum):
     FINISHING = "finishing"
     RECOVERING = "recovering"
     DONE = "done"
-    HANDED_OVER = "handed_over"  # the owner stopped acting (lost its lease, Redis gone)
+    HANDED_OVER = "handed_over"  # the owner stopped acting (another owner holds the job)
+    # Alive, acting on nothing until Redis answers: not busy (the VM says whether the job runs),
+    # not over (a finished job's VM is left to the idle timeout, so the owner can still forward
+    # the rest of its console when Redis is back).
+    AWAITING_REDIS = "awaiting_redis"
 
 
 BUSY_PHASES = frozenset({Phase.CHECKING, Phase.ALLOCATING, Phase.UPLOADING, Phase.RECOVERING})

@@ -1,0 +1,84 @@
+"""The runtime-proxy token expires while a job runs (the emulator's COLAB_EMU_TOKEN_LIFETIME_S,
+scaled down: a 6 s token, a 2 s refresh margin, a ~30 s job). The attach client, connected before
+an expiry, stays connected across it. An exec that reaches the proxy with an expired token meets
+its 401 and the CLI prunes the record of the live VM ("appears to be lost (404/401). Cleaning
+up."): colabq asks the account's assignments before it believes the VM lost, writes the record
+again, attaches again from the recorded offset, and the job ends SUCCEEDED with every line once
+on its one session."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.integration.conftest import Fleet
+from tests.integration.test_run_on_vm import (
+    assert_clean,
+    assert_each_line_once,
+    client_pid,
+    kill_client,
+    numbered,
+    submit,
+    wait_for,
+)
+from worker.states import JobState
+
+pytestmark = pytest.mark.integration
+LIFETIME_S = 6.0
+MARGIN_S = 2.0
+LINES = 120
+PAUSE_S = 0.25  # ~30 s: five lifetimes
+
+
+@pytest.fixture
+def fleet_env_extra() -> dict[str, str]:
+    return {
+        "COLAB_EMU_TOKEN_LIFETIME_S": str(LIFETIME_S),
+        "COLAB_EMU_TOKEN_REFRESH_MARGIN_S": str(MARGIN_S),
+        # The delayed attach below receives nothing for a while: not a dropped connection.
+        "COLABQ_ATTACH_STALL_S": "30",
+    }
+
+
+def alive(pid: int) -> bool:
+    return Path(f"/proc/{pid}").exists()
+
+
+def server_token(fleet: Fleet, endpoint: str) -> str:
+    state = json.loads((fleet.root / "emulator" / "server.json").read_text())
+    return str(state["assignments"][endpoint]["token"])
+
+
+def test_tokens_expire_under_a_running_job_a_pruned_record_is_restored_and_it_succeeds(
+    fleet: Fleet,
+) -> None:
+    job_id = submit(fleet, numbered(LINES, PAUSE_S), "--idle", "5s", wall="10m")
+    wait_for(lambda: "line-4" in fleet.output(job_id), "the job running, its lines forwarded")
+    endpoint = str(fleet.ledger.get(job_id).get("endpoint"))
+    first_client, first_token = client_pid(fleet, job_id), server_token(fleet, endpoint)
+    assert first_client is not None
+    attached_at = time.monotonic()
+    # A lifetime and more later the token was renewed, and the client attached before streams on.
+    wait_for(lambda: time.monotonic() - attached_at > LIFETIME_S + 1, "a lifetime", 30)
+    wait_for(lambda: server_token(fleet, endpoint) != first_token, "a renewed token", 30)
+    assert client_pid(fleet, job_id) == first_client and alive(first_client)
+    seen = len(fleet.output(job_id))
+    wait_for(lambda: len(fleet.output(job_id)) > seen + 4, "lines after the expiry", 30)
+    # The next attach reaches the proxy only after its token expired: 401, record pruned.
+    fault = {"delay_s": LIFETIME_S + 1, "times": 1}
+    assert fleet.emu("faults", "set", "exec", json.dumps(fault)).returncode == 0
+    kill_client(fleet, job_id)
+    assert fleet.wait_terminal(job_id, timeout_s=180) is JobState.SUCCEEDED, fleet.ledger.get(
+        job_id
+    ).reason
+    assert_each_line_once(fleet, job_id, LINES)
+    texts = [ln.text for ln in fleet.ledger.read_log(job_id, count=10_000)]
+    # The prune happened and was not taken for a lost VM: its record was written again.
+    assert any("record written again" in t for t in texts), texts
+    assert fleet.emu("faults", "list").stdout.count('"exec"') == 0  # the delayed exec ran
+    [assignment] = fleet.billing()  # one session: never restarted, never orphaned
+    assert assignment["endpoint"] == endpoint and assignment["unassigned_at"] is not None
+    assert_clean(fleet, job_id)
