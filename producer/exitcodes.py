@@ -28,7 +28,7 @@ TABLE: tuple[tuple[int, str], ...] = (
     (BAD_INPUT, "bad input: nothing was enqueued or changed"),
     (REDIS_UNREACHABLE, "Redis unreachable"),
     (NO_SUCH_JOB, "no such job, or an ambiguous id prefix"),
-    (TIMED_OUT, "the job TIMED_OUT (wall cap)"),
+    (TIMED_OUT, "the job TIMED_OUT: its time limit or the wall cap ran out"),
     (CANCELLED, "the job was CANCELLED"),
     (NO_CAPACITY, "FAILED_NO_GPU or FAILED_BUDGET: no GPU or no compute units"),
     (LOST, "FAILED_LOST or VM_LOST: the VM or its owners were lost"),

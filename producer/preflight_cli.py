@@ -71,6 +71,7 @@ class PreflightInputs:
     seconds_per_epoch: float | None = None
     wall: str = "12h"
     waive: Sequence[str] = ()
+    ttl: str | None = None  # the job's own time limit; None: what the wall cap leaves
 
 
 @dataclass(frozen=True)
@@ -104,6 +105,18 @@ def wall_cap_s(text: str) -> float:
         return parse_duration_s(text)
     except ValueError as exc:
         raise UserInputError(f"--wall: {exc}.") from None
+
+
+def time_limit_s(inputs: PreflightInputs) -> float:
+    """The job's own time limit: `--ttl`, or what the wall cap leaves (as submit computes it)."""
+    from worker.timelimit import default_ttl_s
+
+    if inputs.ttl is None:
+        return default_ttl_s(wall_cap_s(inputs.wall))
+    try:
+        return parse_duration_s(inputs.ttl)
+    except ValueError as exc:
+        raise UserInputError(f"--ttl: {exc}.") from None
 
 
 def find_intended_config(repo: Path, now: datetime) -> Path | None:
@@ -166,6 +179,7 @@ def run_checks(
         epochs=inputs.epochs,
         seconds_per_epoch=inputs.seconds_per_epoch,
         wall_cap_s=wall_cap_s(inputs.wall),
+        time_limit_s=time_limit_s(inputs),
         quiet_windows=tuple(quiet_windows),
         waive=validate_waivers(inputs.waive),
     )
@@ -223,6 +237,8 @@ def submit_command(inputs: PreflightInputs, checked: Checked, target: SubmitTarg
         argv += ["--gpu", target.gpu.upper()]
     if inputs.wall != "12h":
         argv += ["--wall", inputs.wall]
+    if inputs.ttl is not None:
+        argv += ["--ttl", inputs.ttl]
     if target.hub_repo:
         argv += ["--hub-repo", target.hub_repo]
     if target.local_store is not None:
@@ -334,6 +350,10 @@ def preflight(
     epochs: EpochsOpt = None,
     seconds_per_epoch: EpochSecondsOpt = None,
     wall: Annotated[str, typer.Option(help="The job's wall-clock cap, e.g. 4h.")] = "12h",
+    ttl: Annotated[
+        str | None,
+        typer.Option(help="The job's own time limit (default: what the wall cap leaves)."),
+    ] = None,
     waive: WaiveOpt = None,
     gpu: Annotated[str, typer.Option(help="For the submit command: the GPU type.")] = "T4",
     hub_repo: Annotated[str | None, typer.Option(help="For the submit command: USER/REPO.")] = None,
@@ -353,6 +373,7 @@ def preflight(
         seconds_per_epoch=seconds_per_epoch,
         wall=wall,
         waive=tuple(waive or ()),
+        ttl=ttl,
     )
     settings = LazySettings()
     checked = run_checks(

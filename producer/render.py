@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from worker.colab import rates
 from worker.states import TERMINAL, JobState
+from worker.timelimit import limits_json, limits_text
 from worker.utils import format_duration_s
 
 if TYPE_CHECKING:
@@ -210,6 +211,7 @@ def job_detail(
         ("worker", rec.get("worker") or "-"),
         ("session", rec.get("session") or "-"),
         ("endpoint", rec.get("endpoint") or "-"),
+        ("limits", limits_text(s)),
         ("elapsed", _age(c["elapsed_s"])),
         ("gpu held", _age(c["held_s"])),
         ("compute units", _units(c["cu"], 3) + (f" ({gpu} at {rate:.2f}/h held)" if rate else "")),
@@ -245,6 +247,7 @@ def final_report(report: dict[str, Any]) -> Table:
         "reason",
         "commit",
         "exit_code",
+        "limits",
         "artifacts",
         "verification",
         "runtime",
@@ -253,11 +256,19 @@ def final_report(report: dict[str, Any]) -> Table:
         "remaining_endpoint",
         "next_action",
     ):
-        value = _report_value(key, report.get(key))
+        value = _limits_of(report) if key == "limits" else _report_value(key, report.get(key))
         t.add_row(key.replace("_", " "), "-" if value in (None, "") else str(value))
     for note in report.get("notes") or ():
         t.add_row("note", str(note))
     return t
+
+
+def _limits_of(report: dict[str, Any]) -> str | None:
+    """The job's own time limit beside its wall cap (reports from before they were kept: none)."""
+    ttl, wall = report.get("time_limit_s"), report.get("wall_cap_s")
+    if not isinstance(ttl, int | float) or not isinstance(wall, int | float):
+        return None
+    return f"time limit {_age(ttl)} (wall cap {_age(wall)})"
 
 
 def _report_value(key: str, value: Any) -> Any:
@@ -296,6 +307,7 @@ def job_json(
         "session": rec.get("session"),
         "endpoint": rec.get("endpoint"),
         "exit_code": int(rec.get("exit_code") or 0) if rec.get("exit_code") else None,
+        **limits_json(rec.spec),
         "waivers": list(rec.spec.waivers),
         "preflight_digest": rec.spec.preflight_digest,
         "history": [{"state": h.state.value, "at": h.at, "reason": h.reason} for h in history],

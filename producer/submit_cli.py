@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from producer.clictx import JsonOpt, _connect, build_app, err, load_settings, out, queue_for
+from worker.timelimit import limits_json, limits_text
 
 if TYPE_CHECKING:
     from producer.jobfile import SubmitOptions
@@ -52,7 +53,11 @@ def submit(
     wall: Annotated[str, typer.Option(help="Wall-clock cap, 5m to 24h (unconditional).")] = "12h",
     idle: Annotated[str, typer.Option(help="Idle timeout after the job ends.")] = "180s",
     ttl: Annotated[
-        str | None, typer.Option(help="The job's own TTL (default: fits the cap).")
+        str | None,
+        typer.Option(
+            help="The job's own time limit; past it the job ends TIMED_OUT (default: the wall "
+            "cap less a reserve for allocation and uploads and a 2-minute kill grace).",
+        ),
     ] = None,
     sync_interval: Annotated[str, typer.Option(help="Periodic sync interval.")] = "15m",
     sync: Annotated[
@@ -289,6 +294,7 @@ def _preflight_inputs(o: SubmitOptions, waivers: tuple[str, ...]) -> PreflightIn
         seconds_per_epoch=o.seconds_per_epoch,
         wall=o.wall,
         waive=waivers,
+        ttl=o.ttl,
     )
 
 
@@ -328,6 +334,7 @@ def _print_plan(
             "queue": queue_for(s.gpu, settings.queue_prefix),
             "swept": dict(p.values),
             "idempotency_key": s.idempotency_key,
+            **limits_json(s),
         }
         for p, s in zip(points, specs, strict=True)
     ]
@@ -335,10 +342,10 @@ def _print_plan(
         print(json.dumps({"dry_run": True, "jobs": rows, "count": len(rows)}))
         return
     table = Table(title=f"plan: {len(rows)} job(s)", title_justify="left", box=None)
-    for col in ("run", "gpu", "swept"):
+    for col in ("run", "gpu", "limits", "swept"):
         table.add_column(col, overflow="ellipsis", no_wrap=True)
     for p, s in zip(points, specs, strict=True):
-        table.add_row(s.run_name, s.gpu.value, _swept(p) or "-")
+        table.add_row(s.run_name, s.gpu.value, limits_text(s), _swept(p) or "-")
     out.print(table)
     out.print(f"Dry run: {len(rows)} job(s) checked; nothing was enqueued.")
 
@@ -376,6 +383,10 @@ def _enqueue(
         queue = queue_for(spec.gpu, settings.queue_prefix)
         if res.created:
             out.print(f"Enqueued job [bold]{res.job_id}[/] on {queue} ({spec.run_name}).")
+            out.print(
+                f"The job may run for its {limits_text(spec)}; past that it ends TIMED_OUT.",
+                markup=False,
+            )
             out.print(f"Follow it with: colabq logs -f {res.job_id}")
         else:
             out.print(
@@ -411,6 +422,7 @@ def _print_json(
             "queue": queue,
             "live_workers": served.get(queue, 0),
             "swept": dict(point.values),
+            **limits_json(spec),
         }
 
     jobs = [one(p, s, r) for p, s, r in zip(points, specs, results, strict=True)]

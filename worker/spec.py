@@ -16,14 +16,17 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from worker.errors import SpecError
 
+# Re-exported: the limits' arithmetic lives in `worker.timelimit` (free of pydantic).
+from worker.timelimit import KILL_AFTER_S as KILL_AFTER_S
+from worker.timelimit import default_ttl_s as default_ttl_s
+from worker.timelimit import reserve_s as reserve_s
+
 SCHEMA_VERSION: Literal[1] = 1
 MAX_SCRIPT_BYTES = 1024 * 1024
 # A Colab session lasts at most about a day: a longer job is split into jobs that resume.
 MAX_WALL_S = 24 * 3600
 # The shortest wall cap colabq accepts: room for allocation, uploads, the job, the final sync.
 MIN_WALL_S = 5 * 60
-# The wrapper's `timeout --kill-after` grace, which must also fit inside the wall cap.
-KILL_AFTER_S = 120
 RUN_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 _INPUT_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _REMOTE_SCHEMES = ("hf://", "gs://", "https://")
@@ -59,16 +62,6 @@ class ArtifactDest(BaseModel):
         if ".." in v.split("/") or any(c.isspace() for c in v):
             raise ValueError("prefix must not contain '..' or whitespace")
         return v
-
-
-def reserve_s(wall_cap_s: float) -> float:
-    """Time inside the wall cap kept for allocation, uploads and the final sync."""
-    return min(max(0.1 * wall_cap_s, 30.0), 1800.0)
-
-
-def default_ttl_s(wall_cap_s: float) -> float:
-    """The job's own TTL: what is left of the wall cap after the reserve and the kill grace."""
-    return max(wall_cap_s - reserve_s(wall_cap_s) - KILL_AFTER_S, 1.0)
 
 
 Seconds = Annotated[float, Field(gt=0)]

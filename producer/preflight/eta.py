@@ -1,10 +1,10 @@
 """The `eta` check: when the run will end, in local time, and whether it fits.
 
 Owns hours = epochs x seconds-per-epoch / 3600, the end time in the local zone (named by
-region beside its abbreviation), the quiet-window and wall-cap judgements and the advice that
-goes with them (defer to a start that fits, or split into resumed segments). All arithmetic is
-on aware datetimes in UTC, so day boundaries and DST changes come out right. Parsing windows
-is `quiet.py`'s.
+region beside its abbreviation), the quiet-window and time-limit judgements (the job's own
+time limit inside the wall cap) and the advice that goes with them (defer to a start that
+fits, or split into resumed segments). All arithmetic is on aware datetimes in UTC, so day
+boundaries and DST changes come out right. Parsing windows is `quiet.py`'s.
 """
 
 from __future__ import annotations
@@ -42,6 +42,12 @@ def format_local(moment: datetime, zone: ZoneInfo) -> str:
 
 def _hours(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
+
+
+def _span(seconds: float) -> str:
+    from worker.utils import format_duration_s
+
+    return format_duration_s(seconds)
 
 
 def _skip(saw: str, action: str) -> Finding:
@@ -112,9 +118,13 @@ def check_eta(
     zone: ZoneInfo | None = None,
     quiet_windows: Sequence[QuietWindow] = (),
     wall_cap_s: float | None = None,
+    time_limit_s: float | None = None,
     measure_epoch_s: Callable[[], float | None] | None = None,
 ) -> Finding:
-    """Judge the run's expected end; `now` must be aware. `zone` defaults to the system's."""
+    """Judge the run's expected end; `now` must be aware. `zone` defaults to the system's.
+    The run must fit its own time limit (`time_limit_s`, what the wrapper gives the job inside
+    the wall cap: the wall cap less the reserve for allocation and uploads and the kill grace);
+    without one, the wall cap."""
     if now.tzinfo is None:
         raise ValueError("now must be timezone-aware")
     zone = zone or local_zone()
@@ -148,15 +158,23 @@ def check_eta(
         f"{format_local(q.end, zone)}"
         for q in spans
     )
-    if wall_cap_s is not None and total_s > wall_cap_s:
-        saw += (
-            f"; exceeds the wall cap of {_hours(wall_cap_s)} (killed at hour {wall_cap_s / 3600:g})"
-        )
+    limit_s = time_limit_s if time_limit_s is not None else wall_cap_s
+    if limit_s is not None and total_s > limit_s:
+        if time_limit_s is not None:
+            cap = f" inside its {_span(wall_cap_s)} wall cap" if wall_cap_s is not None else ""
+            saw += (
+                f"; exceeds the job's time limit of {_span(limit_s)}{cap} (stopped there: "
+                "TIMED_OUT)"
+            )
+        else:
+            saw += (
+                f"; exceeds the wall cap of {_hours(limit_s)} (killed at hour {limit_s / 3600:g})"
+            )
         return Finding(
             CheckName.ETA,
             Verdict.FAIL,
             saw,
-            _wall_cap_advice(total_s, seconds_per_epoch, wall_cap_s),
+            _wall_cap_advice(total_s, seconds_per_epoch, limit_s),
             details,
         )
     if spans:

@@ -57,6 +57,7 @@ class PreflightOptions:
     epochs: float | None = None
     seconds_per_epoch: float | None = None
     wall_cap_s: float | None = None
+    time_limit_s: float | None = None  # the job's own (its TTL); None: the wall cap's default
     quiet_windows: tuple[str, ...] = ()
     zone: ZoneInfo | None = None
     waive: frozenset[str] = frozenset()
@@ -150,6 +151,7 @@ def run_preflight(
             zone=opts.zone,
             quiet_windows=parse_quiet_windows(opts.quiet_windows),
             wall_cap_s=opts.wall_cap_s,
+            time_limit_s=opts.time_limit_s,
             measure_epoch_s=measure,
         ),
     ]

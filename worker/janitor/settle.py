@@ -13,6 +13,7 @@ import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from worker import timelimit
 from worker.colab import rates
 from worker.errors import ColabqError
 from worker.records.ledger import JobRecord, Ledger
@@ -50,7 +51,7 @@ def settle_outcome(
         return Settlement(JobState.CANCELLED, f"cancelled: {cancel} (owner died)", code)
     if watch.get("results_local"):
         return Settlement(
-            JobState.FAILED,
+            JobState.TIMED_OUT if timelimit.hit_time_limit(watch) else JobState.FAILED,
             f"owner died; job exited {code}; the final upload failed and the watchdog recovered "
             f"the results to {watch['results_local']}",
             code,
@@ -66,6 +67,10 @@ def settle_outcome(
         return Settlement(
             JobState.FAILED_LOST, "owner died; the watchdog released the session; outcome unknown"
         )
+    if timelimit.hit_time_limit(watch):
+        why = timelimit.timed_out_reason(rec.spec, code)
+        tail = "" if v.ok else f"; {v.summary()}"
+        return Settlement(JobState.TIMED_OUT, f"owner died; {why}{tail}", code)
     if not v.ok:
         return Settlement(JobState.FAILED, f"owner died; job exited {code}; {v.summary()}", code)
     if code != 0:
@@ -97,6 +102,7 @@ def settle_job(ledger: Ledger, job_id: str, s: Settlement, location: str) -> boo
             "exit_code": s.exit_code,
             "artifacts": location,
             "endpoint": rec.get("endpoint"),
+            **timelimit.limits_json(rec.spec),
             "runtime": "released (verified gone by its watchdog)",
             "remaining_endpoint": None,
             **rates.costs(rec.spec.gpu.value, rec.created_at, rec.fields, ledger.clock.time()),

@@ -10,6 +10,7 @@ import json
 import os
 import threading
 
+from worker import timelimit
 from worker.colab import rates
 from worker.colab.release import ReleaseOutcome, release_session
 from worker.errors import ColabqError
@@ -74,6 +75,9 @@ class Finishing(JobRun):
         self.log(v.summary())
         if self.exit_code is None:
             self.exit_code = v.exit_code
+        if timelimit.hit_time_limit(self.d.ledger.read_watch(self.job_id)):
+            why = timelimit.timed_out_reason(self.spec, self.exit_code)
+            raise Finish(S.TIMED_OUT, why if v.ok else f"{why}; artifacts are {v.summary()}")
         if not v.ok:
             raise Finish(S.FAILED, f"job exited {self.exit_code} but artifacts are {v.summary()}")
         if self.exit_code != 0:
@@ -91,7 +95,7 @@ class Finishing(JobRun):
             self.exit_code = to_int(w.get("exec_exit"))
         if w.get("results_local"):  # a watchdog recovered them before it stopped the VM
             self.results_local = w["results_local"]
-            raise Finish(S.FAILED, self._recovered_reason())
+            raise Finish(self._failed_or_timed_out(w), self._recovered_reason())
         self._phase(Phase.RECOVERING)
         self.d.fence()
         got = recover_results(
@@ -105,7 +109,12 @@ class Finishing(JobRun):
         self._phase(Phase.FINISHING)
         self.results_local = f"{os.uname().nodename}:{got.local_dir}"
         self.d.ledger.set_fields(self.job_id, owner=self.owner, results_local=self.results_local)
-        raise Finish(S.FAILED, self._recovered_reason())
+        raise Finish(self._failed_or_timed_out(w), self._recovered_reason())
+
+    def _failed_or_timed_out(self, w: dict[str, str]) -> S:
+        """A job that `timeout` stopped at its own time limit timed out; any other did not end
+        well."""
+        return S.TIMED_OUT if timelimit.hit_time_limit(w) else S.FAILED
 
     def _recovered_reason(self) -> str:
         return (
@@ -231,6 +240,7 @@ class Finishing(JobRun):
             "results_local": self.results_local,
             "session": self.name,
             "endpoint": self.endpoint,
+            **timelimit.limits_json(spec),
             "restarts": self.restarts,
             "runtime": released or ("never allocated" if self.endpoint is None else "UNKNOWN"),
             "remaining_endpoint": remaining,

@@ -161,11 +161,21 @@ SYNC_PID=$!
 
 phase running
 sentinel STARTED "$(date +%s.%N)"
+JOB_T0=$SECONDS
 ( cd "$WORK" && exec timeout --kill-after=120 "$TTL" "$@" ) 2>&1 | tee -a "$JOB_LOG"
 rc=${PIPESTATUS[0]}
+# `timeout` stopped the job at its limit (124; 137 after the kill grace), as opposed to a job
+# that exited 124 by itself earlier: the owner ends it TIMED_OUT, not FAILED.
+TIMED_OUT=""
+if { [ "$rc" = 124 ] || [ "$rc" = 137 ]; } && [ $((SECONDS - JOB_T0)) -ge "$TTL" ]; then
+  TIMED_OUT=1
+fi
 FINISHED_AT="$(date +%s.%N)"
 # A job whose last line has no newline must not swallow the sentinels that follow.
 [ -n "$(tail -c 1 "$JOB_LOG")" ] && echo
+if [ -n "$TIMED_OUT" ]; then
+  echo "colabq: the job's time limit of ${TTL}s ran out; timeout stopped it (exit $rc)" | tee -a "$JOB_LOG"
+fi
 
 phase finishing
 touch "$STOP_FLAG"
@@ -173,6 +183,7 @@ kill "$SYNC_PID" 2>/dev/null
 wait "$SYNC_PID" 2>/dev/null
 echo "$rc" > "$LOGS/exit_code"
 sentinel FINISHED "$FINISHED_AT"
+[ -n "$TIMED_OUT" ] && sentinel TIME_LIMIT "$TTL"
 sentinel EXIT "$rc"
 
 if sync_all; then
