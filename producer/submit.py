@@ -41,6 +41,7 @@ from worker.spec import (
     uri_problem,
 )
 from worker.states import JobState
+from worker.store.coverage import find_uncovered, uncovered_advice
 from worker.utils import pairs, parse_duration_s
 
 
@@ -250,7 +251,7 @@ def build_spec(req: SubmitRequest, *, now: datetime | None = None) -> JobSpec:
     }
     key = req.idempotency_key or default_idempotency_key(fields)
     try:
-        return JobSpec(
+        spec = JobSpec(
             job_id=secrets.token_hex(8),
             idempotency_key=key,
             submitted_at=now or datetime.now(UTC),
@@ -261,6 +262,10 @@ def build_spec(req: SubmitRequest, *, now: datetime | None = None) -> JobSpec:
     except ValidationError as exc:
         err = spec_error(exc)
         raise UserInputError(f"Invalid job: {err}.") from None
+    # An expected artifact no sync path uploads would fail the job after its GPU time is spent.
+    if uncovered := find_uncovered(spec.expected_artifacts, spec.sync_paths):
+        raise UserInputError(uncovered_advice(uncovered, spec.sync_paths))
+    return spec
 
 
 @dataclass(frozen=True)

@@ -253,6 +253,35 @@ def settings() -> list[Case]:
     ]
 
 
+def coverage() -> list[Case]:
+    """An expected artifact no sync path uploads: refused before any GPU time is spent."""
+    job = f"script: repo/train.sh\nname: {GOOD_NAME}\nrepo_dir: repo\nlocal_store: store\n"
+    job += "commit: abc1234\n"
+    return [
+        Case("--expect without --sync", ("--expect", "results.json"), "no --sync path is given"),
+        Case(
+            "--expect not under a --sync",
+            ("--sync", "checkpoints", "--expect", "results.json"),
+            "--expect results.json: no --sync path puts it in the store",
+        ),
+        Case(
+            "--expect where a nested --sync is not",
+            ("--sync", "out/results.json", "--expect", "out/results.json"),
+            "--sync out/results.json lands at results.json",
+        ),
+        Case(
+            "--dry-run: --expect not under a --sync",
+            ("--dry-run", "--sync", "ckpt", "--expect", "ckpt2/model.pt"),
+            "--expect ckpt2/model.pt",
+        ),
+        Case(
+            "job file: expect not under sync",
+            job=job + "sync: [checkpoints]\nexpect: [checkpoints, results.json]\n",
+            expect="--expect results.json",
+        ),
+    ]
+
+
 def usage() -> list[Case]:
     return [
         Case("unknown option", ("--repo", "alice/runs"), "no such option"),
@@ -263,7 +292,7 @@ def usage() -> list[Case]:
 
 CORPUS = (
     durations() + numbers() + paths() + uris() + repo_ids() + names_and_choices() + envs()
-    + scripts() + configs() + job_files() + settings() + usage()
+    + scripts() + configs() + job_files() + settings() + coverage() + usage()
 )  # fmt: skip
 
 

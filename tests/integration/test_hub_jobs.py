@@ -78,7 +78,7 @@ def test_logs_checkpoint_and_exit_code_land_on_the_hub_and_are_verified(
 
 
 def test_missing_expected_artifact_fails_verification(fleet: Fleet) -> None:
-    job_id = submit(fleet, "echo no checkpoint written\n", "--expect", "ckpt")
+    job_id = submit(fleet, "echo no checkpoint written\n", "--sync", "ckpt", "--expect", "ckpt")
     assert fleet.wait_terminal(job_id) is JobState.FAILED
     assert "missing: ckpt" in fleet.ledger.get(job_id).reason
 
