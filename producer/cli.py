@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 COMMANDS = {
     "preflight": "producer.preflight_cli",
     "submit": "producer.submit_cli",
+    "retry": "producer.retry_cli",
     "status": "producer.status_cli",
     "logs": __name__,
     "cancel": __name__,

@@ -218,6 +218,10 @@ def job_detail(
     ]
     if rec.get("exit_code") is not None:
         rows.append(("exit code", rec.get("exit_code") or ""))
+    if rec.get("retry_of"):
+        rows.append(("retry of", f"{rec.get('retry_of')} (submitted again after it ended)"))
+    if rec.get("retried_as"):
+        rows.append(("retried as", rec.get("retried_as") or ""))
     if s.waivers:
         rows.append(("waived checks", ", ".join(s.waivers)))
     if s.preflight_digest:
@@ -308,6 +312,8 @@ def job_json(
         "endpoint": rec.get("endpoint"),
         "exit_code": int(rec.get("exit_code") or 0) if rec.get("exit_code") else None,
         **limits_json(rec.spec),
+        "retry_of": rec.get("retry_of"),
+        "retried_as": rec.get("retried_as"),
         "waivers": list(rec.spec.waivers),
         "preflight_digest": rec.spec.preflight_digest,
         "history": [{"state": h.state.value, "at": h.at, "reason": h.reason} for h in history],

@@ -360,6 +360,7 @@ def _enqueue(
 ) -> None:
     from producer.submit import enqueue_many
     from worker.records.fleet import count_serving
+    from worker.states import JobState
 
     allow = points[0].options.allow_same_run
     results = enqueue_many(
@@ -383,15 +384,22 @@ def _enqueue(
         queue = queue_for(spec.gpu, settings.queue_prefix)
         if res.created:
             out.print(f"Enqueued job [bold]{res.job_id}[/] on {queue} ({spec.run_name}).")
+            if earlier := ledger.get(res.job_id).get("retry_of"):
+                out.print(f"Submitted again: job {earlier} of this spec ended without success.")
             out.print(
                 f"The job may run for its {limits_text(spec)}; past that it ends TIMED_OUT.",
                 markup=False,
             )
             out.print(f"Follow it with: colabq logs -f {res.job_id}")
+        elif res.state is JobState.SUCCEEDED:
+            out.print(
+                f"Already submitted as job [bold]{res.job_id}[/], which SUCCEEDED; nothing "
+                "enqueued. To run it again, pass --idempotency-key with a new value."
+            )
         else:
             out.print(
-                f"Already submitted as job [bold]{res.job_id}[/] ({res.state.name}); nothing "
-                "enqueued. To run it again, pass --idempotency-key with a new value."
+                f"Already submitted as job [bold]{res.job_id}[/] ({res.state.name}, not over); "
+                f"nothing enqueued. Follow it with: colabq logs -f {res.job_id}"
             )
         return
     new = sum(r.created for r in results)

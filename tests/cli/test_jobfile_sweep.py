@@ -187,3 +187,27 @@ def test_a_derived_name_that_fails_the_run_name_check_stops_the_sweep(
     assert res.exit_code == 2, res.output
     assert "run-name" in res.output
     assert not list(redis_client.scan_iter(f"{prefix}*"))
+
+
+def test_the_same_job_file_again_after_its_job_failed_is_a_new_linked_job(
+    tmp_path: Path, env: dict[str, str | None], ledger: Ledger
+) -> None:
+    from worker.states import JobState
+
+    path = write_job(tmp_path, "")
+    first = runner.invoke(app, ["submit", str(path)], env=env)
+    assert first.exit_code == 0, first.output
+    (old,) = [j.decode() for j in ledger.r.zrange(ledger.keys.jobs(), 0, -1)]
+    assert ledger.claim(old, "owner", ttl_s=60)
+    ledger.transition(old, JobState.FAILED, owner="owner", reason="test: the job exited 1")
+    again = runner.invoke(app, ["submit", str(path)], env=env)
+    assert again.exit_code == 0, again.output
+    assert f"Submitted again: job {old}" in again.stdout
+    ids = [j.decode() for j in ledger.r.zrange(ledger.keys.jobs(), 0, -1)]
+    (new,) = set(ids) - {old}
+    prefix = str(env["COLABQ_KEY_PREFIX"])
+    assert ledger.get(new).get("retry_of") == old and queued(ledger.r, prefix) == 2
+    # While the new one is live, the same file again is that job: nothing sent.
+    third = runner.invoke(app, ["submit", str(path)], env=env)
+    assert f"Already submitted as job {new} (QUEUED, not over)" in third.stdout, third.output
+    assert queued(ledger.r, prefix) == 2

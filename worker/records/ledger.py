@@ -16,7 +16,8 @@ from typing import Any, TypeVar
 import redis
 
 from worker.clock import Clock
-from worker.errors import AmbiguousJob, IllegalTransition, JobNotFound, RunNameInUse, StaleOwner
+from worker.errors import AmbiguousJob, IllegalTransition, JobNotFound, StaleOwner
+from worker.records.create import CREATE_SCRIPT, create_jobs
 from worker.records.forward import Feed
 from worker.records.forward import ForwardItem as ForwardItem  # callers import it from here
 from worker.records.keys import Keys
@@ -62,49 +63,6 @@ RUNTIME_FIELDS = frozenset(
         "tracker_experiment",
     }
 )
-
-# Record a batch of new QUEUED jobs (`create_many`), all or none. A known idempotency key gives
-# the job first submitted under it (nothing written); a live job writing to the same destination
-# refuses the whole batch when exclusive. Summary fields (run name, GPU, submitter) sit beside
-# the spec so that `colabq status` never decodes one.
-# KEYS: live destinations, jobs, active. ARGV: the job keys' prefix, exclusive, now, terminal
-# states (comma-joined), the QUEUED history entry, then per job: id, its idempotency key,
-# destination, spec JSON, run name, gpu, submitted by, its job key, its history key.
-# Returns per job (id, created), or (-(index + 1), holder id, holder state) for a refusal.
-_CREATE = """
-local jobkey, exclusive, now, entry = ARGV[1], ARGV[2] == '1', ARGV[3], ARGV[5]
-local terminal = {}
-for st in string.gmatch(ARGV[4], '[^,]+') do terminal[st] = true end
-local out, todo = {}, {}
-local n = (#ARGV - 5) / 9
-for k = 0, n - 1 do
-  local b = 5 + 9 * k
-  local existing = redis.call('GET', ARGV[b + 2])
-  if existing then
-    out[#out + 1] = existing; out[#out + 1] = 0
-  else
-    local holder = redis.call('HGET', KEYS[1], ARGV[b + 3])
-    if exclusive and holder then
-      local st = redis.call('HGET', jobkey .. holder, 'state')
-      if st and not terminal[st] then return {-(k + 1), holder, st} end
-    end
-    out[#out + 1] = ARGV[b + 1]; out[#out + 1] = 1
-    todo[#todo + 1] = b
-  end
-end
-for _, b in ipairs(todo) do
-  local id = ARGV[b + 1]
-  redis.call('HSET', KEYS[1], ARGV[b + 3], id)
-  redis.call('SET', ARGV[b + 2], id)
-  redis.call('HSET', ARGV[b + 8], 'spec', ARGV[b + 4], 'state', 'queued', 'owner', '',
-             'reason', 'submitted', 'created_at', now, 'updated_at', now,
-             'run_name', ARGV[b + 5], 'gpu', ARGV[b + 6], 'user', ARGV[b + 7])
-  redis.call('RPUSH', ARGV[b + 9], entry)
-  redis.call('ZADD', KEYS[2], now, id)
-  redis.call('SADD', KEYS[3], id)
-end
-return out
-"""
 
 # Start segment N of a job (its first, or a restart): the VM's console log starts again at 0
 # and the previous segment's sentinels are cleared. Only the job's owner may do it.
@@ -234,7 +192,7 @@ class Ledger:
         # A terminal job's record, history, log stream and observations expire this long after
         # it ended (its full log is in the store).
         self.retention_s = retention_s
-        self._create = client.register_script(_CREATE)
+        self._create = client.register_script(CREATE_SCRIPT)
         self._find = client.register_script(_FIND_BY_PREFIX)
         # The observers' part (the attach client's and the watchdog's writes), shared with them.
         self.feed = Feed(client, keys, log_maxlen=log_maxlen, retention_s=retention_s)
@@ -245,39 +203,19 @@ class Ledger:
     # --- creation and reading ---------------------------------------------------------------
 
     def create(self, spec: JobSpec, *, exclusive: bool = True) -> tuple[str, bool]:
-        """Record a new QUEUED job; returns (job id, created). A known idempotency key yields the
-        job first submitted under it (invariant 8), from any machine. With `exclusive`, a live
-        job writing to the same destination refuses it (RunNameInUse), atomically."""
+        """Record a new QUEUED job; returns (job id, created). An idempotency key held by a
+        live or succeeded job yields that job (invariant 8), from any machine; one whose job
+        failed, timed out or was cancelled or lost is free again. With `exclusive`, a live job
+        writing to the same destination refuses it (RunNameInUse), atomically."""
         return self.create_many([spec], exclusive=exclusive)[0]
 
     def create_many(
         self, specs: Sequence[JobSpec], *, exclusive: bool = True
     ) -> list[tuple[str, bool]]:
         """`create` for a batch (a sweep), in one atomic script and one round trip: either
-        every new job is recorded or, when one of them is refused (RunNameInUse), none is."""
-        if not specs:
-            return []
-        now = self.clock.time()
-        k = self.keys
-        argv: list[str] = [k.job(""), "1" if exclusive else "0", repr(now)]
-        argv.append(",".join(s.value for s in TERMINAL))
-        argv.append(_entry(JobState.QUEUED, now, "submitted"))
-        for spec in specs:
-            argv += [
-                spec.job_id, k.idempotency(spec.idempotency_key), destination(spec),
-                encode_spec(spec), spec.run_name, spec.gpu.value, spec.submitted_by,
-                k.job(spec.job_id), k.history(spec.job_id),
-            ]  # fmt: skip
-        reply = self._create(keys=[k.live_destinations(), k.jobs(), k.active()], args=argv)
-        if isinstance(reply[0], int):  # a refusal: (-(index + 1), holder, its state)
-            i = -reply[0] - 1
-            raise RunNameInUse(
-                specs[i].run_name,
-                reply[1].decode(),
-                reply[2].decode().upper(),
-                destination(specs[i]),
-            )
-        return [(reply[2 * i].decode(), bool(int(reply[2 * i + 1]))) for i in range(len(specs))]
+        every new job is recorded or, when one of them is refused (RunNameInUse), none is. The
+        duplicate guard holds against live and succeeded jobs only (`worker.records.create`)."""
+        return create_jobs(self._create, self.keys, self.clock.time(), specs, exclusive=exclusive)
 
     def get(self, job_id: str) -> JobRecord:
         raw = self.r.hgetall(self.keys.job(job_id))
