@@ -228,6 +228,7 @@ def worker(
     loglevel: Annotated[str, typer.Option()] = "INFO",
 ) -> None:
     """Run a Celery worker: each slot holds one Colab session at a time."""
+    check_gpu_types(gpu or ())
     settings = load_settings()
     settings.ensure_state_dir()
     _connect(settings)
@@ -236,6 +237,20 @@ def worker(
     argv = ["worker", "-Q", queues, "-c", str(concurrency)]
     argv += ["-l", loglevel, "-E"] + (["-n", name] if name else [])
     build_app(settings).worker_main(argv)
+
+
+def check_gpu_types(given: list[str] | tuple[str, ...]) -> None:
+    """Refuse, before anything starts, a GPU type nothing is ever sent to (a worker serving
+    `gpu.v100` would wait forever)."""
+    from worker.errors import UserInputError
+    from worker.spec import Gpu
+
+    for g in given:
+        if g.strip().upper() not in Gpu.__members__:
+            raise UserInputError(
+                f"--gpu {g!r} is not a Colab GPU type: serve one or several of "
+                f"{', '.join(Gpu)} (--gpu T4 --gpu L4)."
+            )
 
 
 def beat(loglevel: Annotated[str, typer.Option()] = "INFO") -> None:

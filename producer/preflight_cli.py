@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import shlex
 from collections.abc import Callable, Mapping, Sequence
@@ -107,6 +108,17 @@ def wall_cap_s(text: str) -> float:
         raise UserInputError(f"--wall: {exc}.") from None
 
 
+def positive_number(option: str, value: float | None) -> float | None:
+    """A measured quantity as typed (Typer parses `nan`, `inf` and negatives as floats): None,
+    or a finite number above 0."""
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise UserInputError(
+            f"{option} {value:g}: must be a finite number above 0 (or leave it out: the ETA "
+            "check then says what it could not measure)."
+        )
+    return value
+
+
 def time_limit_s(inputs: PreflightInputs) -> float:
     """The job's own time limit: `--ttl`, or what the wall cap leaves (as submit computes it)."""
     from worker.timelimit import default_ttl_s
@@ -161,6 +173,8 @@ def run_checks(
     from producer.preflight.report import Report, validate_waivers
     from producer.preflight.run import PreflightOptions, find_launch_script, run_preflight
 
+    positive_number("--epochs", inputs.epochs)
+    positive_number("--seconds-per-epoch", inputs.seconds_per_epoch)
     repo = inputs.repo.resolve()
     if not repo.is_dir():
         raise UserInputError(f"--repo-dir {inputs.repo}: not a folder (the training repository).")

@@ -107,6 +107,14 @@ def test_no_config_at_all_fails_asking_for_one(tmp_path: Path) -> None:
         (["--explain", "no-equals-sign"], "--explain 'no-equals-sign': expected KEY=REASON"),
         (["--hub-input", "data"], "--hub-input 'data': expected NAME=URI"),
         (["--wall", "forever"], "--wall"),
+        (["--ttl", "forever"], "--ttl"),
+        (["--epochs", "nan"], "--epochs nan: must be a finite number above 0"),
+        (["--epochs", "inf"], "--epochs inf: must be a finite number above 0"),
+        (["--epochs", "-1"], "--epochs -1: must be a finite number above 0"),
+        (["--epochs", "0"], "--epochs 0: must be a finite number above 0"),
+        (["--seconds-per-epoch", "inf"], "--seconds-per-epoch inf: must be a finite number"),
+        (["--seconds-per-epoch", "nan"], "--seconds-per-epoch nan: must be a finite number"),
+        (["--seconds-per-epoch", "-5"], "--seconds-per-epoch -5: must be a finite number"),
     ],
 )
 def test_bad_options_are_one_line_exit_2(tmp_path: Path, args: list[str], expect: str) -> None:
