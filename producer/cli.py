@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import importlib
 import json
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -42,7 +43,9 @@ COMMANDS = {
     "clean": "producer.clean",
     "worker": __name__,
     "beat": __name__,
-    "workers": __name__,
+    "workers": "producer.fleet_cli",
+    "drain": "producer.fleet_cli",
+    "undrain": "producer.fleet_cli",
     "doctor": "producer.doctor",
     "janitor": __name__,
     "adopt": __name__,
@@ -233,9 +236,12 @@ def worker(
     settings.ensure_state_dir()
     _connect(settings)
     gpus = [g.upper() for g in (gpu or settings.worker_gpus)]
+    # The pool's processes read their settings again: they allocate only the types served here.
+    os.environ["COLABQ_WORKER_GPUS"] = ",".join(gpus)
     queues = ",".join(queue_for(g, settings.queue_prefix) for g in gpus)
     argv = ["worker", "-Q", queues, "-c", str(concurrency)]
-    argv += ["-l", loglevel, "-E"] + (["-n", name] if name else [])
+    # One name per worker process by default: two workers on one host are two (cards, drains).
+    argv += ["-l", loglevel, "-E", "-n", name or f"colabq-{os.getpid()}@%h"]
     build_app(settings).worker_main(argv)
 
 
@@ -286,22 +292,6 @@ def janitor(
         print(json.dumps(report.to_json()))
     else:
         out.print(render.janitor_table(report))
-
-
-def workers(as_json: JsonOpt = False) -> None:
-    """The live workers: host, GPU types, busy or idle, the job each holds, its last beat."""
-    import time
-
-    from producer import render
-    from worker.records.fleet import live_workers
-
-    settings = load_settings()
-    ledger = _connect(settings)
-    cards = live_workers(ledger.r, ledger.keys)
-    if as_json:
-        print(json.dumps([c.to_json() | {"busy": c.busy} for c in cards]))
-    else:
-        out.print(render.workers_table(cards, time.time()))
 
 
 def adopt(job: JobArg, as_json: JsonOpt = False) -> None:

@@ -46,6 +46,7 @@ class SubmitOptions(BaseModel):
     script: Path | None = None
     name: str | None = None
     gpu: str = "T4"
+    capacity_wait: str | None = None
     high_mem: bool = False
     wall: str = "12h"
     idle: str = "180s"
@@ -75,9 +76,17 @@ class SubmitOptions(BaseModel):
     allow_same_run: bool = False
     env: tuple[str, ...] = ()
 
-    @field_validator("wall", "idle", "ttl", "sync_interval", "gpu", "name", mode="before")
+    @field_validator("wall", "idle", "ttl", "sync_interval", "name", "capacity_wait", mode="before")
     @classmethod
     def _text(cls, v: object) -> object:
+        return _scalar_text(v)
+
+    @field_validator("gpu", mode="before")
+    @classmethod
+    def _gpus(cls, v: object) -> object:
+        """`gpu: A100` or, in order of preference, `gpu: [A100, L4]`."""
+        if isinstance(v, list | tuple) and all(isinstance(g, str) for g in v):
+            return ",".join(v)
         return _scalar_text(v)
 
     @field_validator("sync", "expect", "waive", mode="before")

@@ -24,7 +24,6 @@ if TYPE_CHECKING:
 
     from producer.joblist import JobRow, Listing
     from worker.janitor.run import JanitorReport
-    from worker.records.fleet import WorkerCard
     from worker.records.ledger import HistoryEntry, JobRecord
 
 _STYLE = {
@@ -169,6 +168,16 @@ def _rounded(value: float | None, digits: int = 1) -> float | None:
     return None if value is None else round(value, digits)
 
 
+def shown_reason(rec: JobRecord, now: float) -> str:
+    """The record's reason; for a job waiting for a GPU, with its next try made relative."""
+    from worker.fleet.capacity import waiting_line
+
+    retry_at = rec.get("retry_at")
+    if rec.state is not JobState.QUEUED or not retry_at:
+        return rec.reason
+    return waiting_line(rec.reason, float(retry_at), now)
+
+
 def costs(rec: JobRecord, now: float) -> dict[str, Any]:
     """A job's elapsed time (submission to now, or to its end), the time it held a GPU, and
     the compute units that cost (rate x held time)."""
@@ -199,14 +208,19 @@ def job_detail(
     head.add_column()
     s = rec.spec
     c = costs(rec, time.time() if now is None else now)
-    rate, gpu = c["rate_per_hour"], s.gpu.value
+    rate, gpu = c["rate_per_hour"], rec.get("gpu") or s.gpu.value
+    choices = ",".join(g.value for g in s.gpus)
     rows: list[tuple[str, str | Text]] = [
         ("job", rec.job_id),
         ("run name", s.run_name),
         ("commit", s.commit or "(none)"),
-        ("gpu", f"{s.gpu.value}{' high-mem' if s.high_mem else ''}"),
+        (
+            "gpu",
+            f"{gpu}{' high-mem' if s.high_mem else ''}"
+            + (f" (asked for {choices}, in that order)" if len(s.gpus) > 1 else ""),
+        ),
         ("state", _state(rec.state)),
-        ("reason", rec.reason),
+        ("reason", shown_reason(rec, time.time() if now is None else now)),
         ("submitted by", rec.get("user") or s.submitted_by or "-"),
         ("worker", rec.get("worker") or "-"),
         ("session", rec.get("session") or "-"),
@@ -303,10 +317,13 @@ def job_json(
         "rate_per_hour": c["rate_per_hour"],
         "job_id": rec.job_id,
         "run_name": rec.spec.run_name,
-        "gpu": rec.spec.gpu.value,
+        "gpu": rec.get("gpu") or rec.spec.gpu.value,
+        "gpus": [g.value for g in rec.spec.gpus],
         "state": rec.state.value,
         "terminal": rec.state in TERMINAL,
-        "reason": rec.reason,
+        "reason": shown_reason(rec, time.time()),
+        "retry_at": float(rec.get("retry_at") or 0) or None,
+        "put_back": json.loads(rec.get("putbacks") or "[]"),
         "updated_at": rec.updated_at,
         "session": rec.get("session"),
         "endpoint": rec.get("endpoint"),
@@ -341,19 +358,25 @@ def janitor_table(report: JanitorReport) -> RenderableType:
     return table
 
 
-def workers_table(cards: list[WorkerCard], now: float) -> RenderableType:
-    """The live workers, one row each."""
+def workers_table(rows: list[dict[str, Any]], now: float) -> RenderableType:
+    """The live workers, one row each (`fleet_cli.worker_row`): a drained one with its reason,
+    since when and its host failures in a row."""
     from rich.table import Table
     from rich.text import Text
 
-    if not cards:
-        return Text("No live worker. Start one: `celery -A worker.celery_app worker -Q …`.")
-    table = Table(title=f"{len(cards)} live worker(s)", title_justify="left")
+    if not rows:
+        return Text("No live worker. Start one: `colabq worker --gpu T4`.")
+    table = Table(title=f"{len(rows)} live worker(s)", title_justify="left")
     for col in ("worker", "host", "GPUs", "state", "job", "last beat"):
         table.add_column(col, overflow="fold")
-    for c in cards:
+    for r in rows:
+        state = str(r["state"])
+        if r["state"] == "drained":
+            since = max(0.0, now - float(r["drained_since"] or now))
+            how = "by hand" if r["drained_by_hand"] else f"{r['failures_in_row']} failure(s)"
+            state = f"DRAINED {since:.0f}s ({how}): {r['drain_reason']}"
         table.add_row(
-            c.name, c.host, ",".join(c.gpus) or "-", "busy" if c.busy else "idle",
-            c.job_id or "-", f"{max(0.0, now - c.beat_at):.0f}s ago",
+            str(r["name"]), str(r["host"]), ",".join(r["gpus"]) or "-", state,
+            str(r["job_id"] or "-"), f"{max(0.0, now - float(r['beat_at'])):.0f}s ago",
         )  # fmt: skip
     return table

@@ -22,11 +22,12 @@ from celery import Celery
 from pydantic import ValidationError
 
 from producer.joblist import whoami
-from worker.celery_app import RUN_JOB, job_argsrepr
 from worker.errors import ColabqError, SpecError, UserInputError
+from worker.fleet.dispatch import send_job
 from worker.records.ledger import Ledger
 from worker.settings import Settings
 from worker.spec import (
+    MAX_CAPACITY_WAIT_S,
     MAX_SCRIPT_BYTES,
     MAX_WALL_S,
     MIN_WALL_S,
@@ -35,8 +36,6 @@ from worker.spec import (
     Gpu,
     JobSpec,
     default_ttl_s,
-    encode_spec,
-    queue_for,
     spec_error,
     uri_problem,
 )
@@ -72,6 +71,7 @@ class SubmitRequest:
     resume_from: str | None = None  # an hf:// URI (resolve a job id first: `resolve_resume`)
     max_restarts: int = 0
     env: Sequence[str] = ()  # NAME=VALUE
+    capacity_wait: str | None = None  # a duration; the spec's default when None
 
 
 def read_script(path: Path) -> str:
@@ -205,11 +205,15 @@ def build_spec(req: SubmitRequest, *, now: datetime | None = None) -> JobSpec:
             f"Invalid job: run_name {req.run_name!r} must be letters, digits, '.', '_' or '-' "
             "(at most 96), safe as a path and Hub path segment."
         )
-    gpu = req.gpu.upper()
-    if gpu not in Gpu.__members__:
-        raise UserInputError(
-            f"--gpu {req.gpu!r} is not a Colab GPU type; use one of {', '.join(Gpu)}."
-        )
+    gpus = [g.strip().upper() for g in req.gpu.split(",")]
+    for gpu in gpus:
+        if gpu not in Gpu.__members__:
+            raise UserInputError(
+                f"--gpu {req.gpu!r}: {gpu or 'an empty name'} is not a Colab GPU type; use one "
+                f"or several of {', '.join(Gpu)} (A100,L4: the first Colab can serve)."
+            )
+    if len(set(gpus)) != len(gpus):
+        raise UserInputError(f"--gpu {req.gpu!r} names a GPU type twice.")
     wall = _duration("--wall", req.wall)
     if wall < MIN_WALL_S:
         raise UserInputError(
@@ -233,7 +237,7 @@ def build_spec(req: SubmitRequest, *, now: datetime | None = None) -> JobSpec:
         "script": script,
         "script_name": req.script.name,
         "hub_inputs": _inputs(req.hub_inputs),
-        "gpu": gpu,
+        "gpu": gpus[0],
         "high_mem": req.high_mem,
         "wall_cap_s": wall,
         "idle_timeout_s": _duration("--idle", req.idle),
@@ -249,6 +253,16 @@ def build_spec(req: SubmitRequest, *, now: datetime | None = None) -> JobSpec:
         "max_restarts": req.max_restarts,
         "env": pairs("--env", req.env, "NAME=VALUE"),
     }
+    if len(gpus) > 1:
+        fields["gpu_fallback"] = tuple(gpus[1:])
+    if req.capacity_wait is not None:
+        wait = _duration("--capacity-wait", req.capacity_wait)
+        if not 0 < wait <= MAX_CAPACITY_WAIT_S:
+            raise UserInputError(
+                f"--capacity-wait {req.capacity_wait}: between 1s and "
+                f"{MAX_CAPACITY_WAIT_S / 86400:.0f} days."
+            )
+        fields["capacity_wait_s"] = wait
     key = req.idempotency_key or default_idempotency_key(fields)
     try:
         spec = JobSpec(
@@ -306,11 +320,7 @@ def enqueue_many(
                 results.append(Enqueued(job_id, False, ledger.get(job_id).state))
                 continue
             try:
-                app.send_task(
-                    RUN_JOB, args=[encode_spec(spec)], queue=queue_for(spec.gpu, queue_prefix),
-                    task_id=spec.job_id, argsrepr=job_argsrepr(spec), kwargsrepr="{}",
-                    producer=producer, event_dispatcher=events,
-                )  # fmt: skip
+                send_job(app, spec, queue_prefix, producer=producer, event_dispatcher=events)
             except Exception as exc:
                 sent = {r.job_id for r in results}
                 for other_id, other_new in created:

@@ -48,7 +48,21 @@ def submit(
         str | None,
         typer.Option("--name", "-n", help="Run name, e.g. coco-resnet50-bs256-lr3e-4."),
     ] = None,
-    gpu: Annotated[str, typer.Option(help="T4, L4, G4, A100 or H100.")] = "T4",
+    gpu: Annotated[
+        str,
+        typer.Option(
+            help="T4, L4, G4, A100 or H100; or several in order of preference (A100,L4): each "
+            "attempt tries them in turn, and any worker serving one of them may take the job.",
+        ),
+    ] = "T4",
+    capacity_wait: Annotated[
+        str | None,
+        typer.Option(
+            "--capacity-wait",
+            help="How long the job waits for a GPU Colab cannot serve now (tried again with "
+            "backoff) before it ends FAILED_NO_GPU. Default: 2h.",
+        ),
+    ] = None,
     high_mem: Annotated[bool, typer.Option("--high-mem")] = False,
     wall: Annotated[str, typer.Option(help="Wall-clock cap, 5m to 24h (unconditional).")] = "12h",
     idle: Annotated[str, typer.Option(help="Idle timeout after the job ends.")] = "180s",
@@ -275,6 +289,7 @@ def _request(
         resume_from=resume.uri if resume else None,
         max_restarts=o.max_restarts,
         env=o.env,
+        capacity_wait=o.capacity_wait,
     )
 
 

@@ -15,16 +15,9 @@ from celery import Celery
 from celery.signals import worker_init, worker_ready, worker_shutdown
 
 from worker.settings import Settings, load_settings
+from worker.tasknames import ADOPT, JANITOR, RUN_JOB, job_argsrepr
 
-RUN_JOB = "colabq.run_job"
-ADOPT = "colabq.adopt"
-JANITOR = "colabq.janitor"
-
-
-def job_argsrepr(spec: Any) -> str:
-    """What Flower and the worker log show as a job task's arguments: the run name, GPU and wall
-    cap, never the spec (its script, paths and waivers are the user's business)."""
-    return f"({spec.run_name!r}, gpu={spec.gpu.value}, wall={spec.wall_cap_s:g}s)"
+__all__ = ["ADOPT", "JANITOR", "RUN_JOB", "build_app", "celery_config", "job_argsrepr"]
 
 
 def celery_config(settings: Settings) -> dict[str, Any]:
@@ -157,7 +150,7 @@ def _publish_card(sender: Any, **_: Any) -> None:
     def current_job() -> str | None:
         for req in list(state.active_requests):
             if req.task_name == RUN_JOB:
-                return str(req.id)
+                return str(req.id).split(".", 1)[0]  # a fallback type's copy: `<job id>.<type>`
             if req.task_name == ADOPT and req.args:
                 return str(req.args[0])
         return None
@@ -165,9 +158,28 @@ def _publish_card(sender: Any, **_: Any) -> None:
     client = build_redis(settings, retry_s=0)  # a beat skipped in an outage; the card lives on
     _card_keeper = CardKeeper(client, Keys(settings.key_prefix), card, current_job)
     _card_keeper.start()
+    _start_prober(sender, settings, queues)
+
+
+_prober: Any = None
+
+
+def _start_prober(sender: Any, settings: Settings, queues: tuple[str, ...]) -> None:
+    """The worker's fleet duties (`worker.fleet.prober`): due capacity retries sent, and a
+    drained worker probed until healthy."""
+    global _prober
+    from worker.deps import build_ledger
+    from worker.fleet.prober import Prober
+    from worker.session.checks import worker_host_problem
+
+    ledger = build_ledger(settings, retry_s=0)
+    _prober = Prober(sender.app, settings, ledger, sender.hostname, queues, worker_host_problem)
+    _prober.start()
 
 
 @worker_shutdown.connect  # type: ignore[untyped-decorator]
 def _withdraw_card(**_: Any) -> None:
     if _card_keeper is not None:
         _card_keeper.stop()
+    if _prober is not None:
+        _prober.stop()

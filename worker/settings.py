@@ -139,6 +139,17 @@ class Settings(BaseSettings):
     # Every Redis call of the runner and the attach client retries this long (with backoff)
     # through an outage before the owner gives up and hands its session to the watchdog.
     redis_retry_s: float = Field(default=60.0, ge=0)
+    # A job Colab cannot serve now waits: its next try after this, doubling each refusal in
+    # a row up to the max (its own `capacity_wait_s` ends the wait).
+    capacity_backoff_s: float = Field(default=30.0, gt=0)
+    capacity_backoff_max_s: float = Field(default=600.0, gt=0)
+    # A worker drained by a host failure probes its health after this, doubling each failed
+    # probe up to the max, and takes jobs again when healthy.
+    drain_probe_s: float = Field(default=5.0, gt=0)
+    drain_probe_max_s: float = Field(default=300.0, gt=0)
+    # A job put back by this many different workers, each for its own failure, is poison: it
+    # ends FAILED with every worker's reason.
+    poison_hosts: int = Field(default=3, ge=1)
     # Allocation is refused (FAILED_BUDGET, nothing allocated) at or below this balance.
     budget_floor_units: float = Field(default=0.0, ge=0)
     # The wrapper on the VM rewrites its heartbeat file this often; a heartbeat older than

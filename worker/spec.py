@@ -27,6 +27,8 @@ MAX_SCRIPT_BYTES = 1024 * 1024
 MAX_WALL_S = 24 * 3600
 # The shortest wall cap colabq accepts: room for allocation, uploads, the job, the final sync.
 MIN_WALL_S = 5 * 60
+DEFAULT_CAPACITY_WAIT_S = 2 * 3600.0
+MAX_CAPACITY_WAIT_S = 7 * 24 * 3600.0
 RUN_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 _INPUT_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _REMOTE_SCHEMES = ("hf://", "gs://", "https://")
@@ -79,6 +81,11 @@ class JobSpec(BaseModel):
     script_name: str = "job.sh"
     hub_inputs: dict[str, str] = Field(default_factory=dict)
     gpu: Gpu
+    # Types tried after `gpu`, in order, when Colab cannot serve it now (`--gpu A100,L4`).
+    gpu_fallback: tuple[Gpu, ...] = ()
+    # How long the job waits for a GPU Colab cannot serve now (from the first refusal), tried
+    # again with capped backoff, before it ends FAILED_NO_GPU.
+    capacity_wait_s: float = Field(default=DEFAULT_CAPACITY_WAIT_S, gt=0, le=MAX_CAPACITY_WAIT_S)
     high_mem: bool = False
     wall_cap_s: float = Field(default=12 * 3600, gt=0, le=MAX_WALL_S)
     idle_timeout_s: Seconds = 180
@@ -167,7 +174,14 @@ class JobSpec(BaseModel):
             )
         if self.idle_timeout_s > self.wall_cap_s:
             raise ValueError("idle_timeout_s must not exceed wall_cap_s")
+        if len(set(self.gpus)) != len(self.gpus):
+            raise ValueError("gpu_fallback must not repeat a GPU type")
         return self
+
+    @property
+    def gpus(self) -> tuple[Gpu, ...]:
+        """Every GPU type the job may run on, the first choice first."""
+        return (self.gpu, *self.gpu_fallback)
 
 
 def uri_problem(uri: str) -> str | None:

@@ -51,8 +51,11 @@ HOLDS_SESSION: frozenset[JobState] = frozenset(
 # The edges. A failure after allocation goes through RELEASING, which ends in the cause.
 ALLOWED: dict[JobState, frozenset[JobState]] = {
     S.QUEUED: frozenset({S.ALLOCATING, S.CANCELLED, S.FAILED, S.FAILED_LOST}),
+    # Back to QUEUED: given back untouched before any GPU was held (a host failure, a capacity
+    # refusal; `worker.fleet.putback`, which checks this edge and the owner in one script).
     S.ALLOCATING: frozenset(
         {
+            S.QUEUED,
             S.STARTING,
             S.RELEASING,
             S.FAILED,
@@ -76,6 +79,8 @@ ALLOWED: dict[JobState, frozenset[JobState]] = {
             S.FAILED_LOST,
             S.VM_LOST,
             S.RESTARTING,
+            # A VM whose GPU was not the type allocated, released: the job waits for its GPU.
+            S.QUEUED,
         }
     ),
     # A new segment of a job whose VM was lost: a new session, resumed from the last checkpoint.
@@ -89,7 +94,7 @@ def can_transition(src: JobState, dst: JobState) -> bool:
 
 
 DESCRIPTIONS: dict[JobState, str] = {
-    S.QUEUED: "waiting for a worker with a free slot",
+    S.QUEUED: "waiting for a worker with a free slot (or for a GPU Colab could not give yet)",
     S.ALLOCATING: "pre-allocation checks, then `colab new`",
     S.STARTING: "uploading the wrapper and the job script",
     S.RUNNING: "the job runs on the VM",

@@ -10,15 +10,20 @@ import json
 import logging
 import secrets
 import socket
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from celery.signals import worker_process_init
 
-from worker.deps import build_ledger
-from worker.errors import ColabqError, JobNotFound, SpecError
+from worker.deps import build_ledger, job_dir
+from worker.errors import ColabqError, JobNotFound, SpecError, StaleOwner
+from worker.fleet.causes import Cause
+from worker.fleet.hooks import FleetHooks, build_fleet_hooks
+from worker.fleet.putback import Attempt, give_back_host, read_before_claim
 from worker.records.ledger import Ledger
+from worker.session.jobfiles import JobFiles
 from worker.session.owner import adopt_job, find_orphaned, own_job
 from worker.settings import Settings, load_settings
 from worker.spec import decode_spec
@@ -37,7 +42,12 @@ def execute_job(
     worker_name: str,
     on_state: StateListener | None = None,
     beat_ledger: Ledger | None = None,
+    fleet: FleetHooks | None = None,
 ) -> dict[str, Any]:
+    """Run one job message on this worker: refuse a bad spec, skip a job that is over, owned,
+    waiting for a GPU or meant for a healthy worker, claim it once this host's own setup
+    succeeded, and own it. A job given back for a host failure is sent again and this worker
+    drains; one given back for capacity is sent again by its next try (`fleet.prober`)."""
     try:
         spec = decode_spec(payload)
     except SpecError as exc:
@@ -46,12 +56,36 @@ def execute_job(
         log.error("refused a job spec: %s", exc)
         _fail_refused(payload, ledger, f"refused by the worker: {exc}")
         return {"state": "refused", "reason": str(exc)}
+    fleet = fleet or FleetHooks()
     try:
-        state = ledger.state_of(spec.job_id)
+        view = read_before_claim(ledger, spec.job_id, worker_name)
     except JobNotFound:
         return {"state": "refused", "reason": "no ledger record for this job"}
-    if state in TERMINAL:
-        return {"state": state.value, "reason": "already terminal"}
+    if view.state in TERMINAL:
+        return {"state": view.state.value, "reason": "already terminal"}
+    if view.state is JobState.QUEUED and view.retry_at is not None and view.retry_at > time.time():
+        # A stale copy of a job waiting for a GPU: its next try sends it again.
+        return {"state": "skipped", "reason": "the job waits for a GPU; its next try is later"}
+    if view.drained:
+        # Taken in the moment between a drain and its cancelled consumer: straight back.
+        fleet.resend(spec)
+        fleet.drain(None)
+        return {"state": "skipped", "reason": "this worker is drained: the job was sent back"}
+    try:
+        # This host's own setup, before the claim: a job is owned only once it succeeded.
+        JobFiles(job_dir(settings, spec.job_id)).ensure()
+    except OSError as exc:
+        why = f"state dir {settings.state_dir} is unusable: {exc}"
+        attempt = Attempt(time.time(), worker_name, Cause.HOST, why)
+        try:
+            state, reason = give_back_host(ledger, spec.job_id, "", attempt, settings.poison_hosts)
+        except StaleOwner:  # claimed or ended meanwhile by another runner: nothing to give back
+            fleet.drain(why)
+            return {"state": "skipped", "reason": "job is owned by another runner"}
+        if state is JobState.QUEUED:
+            fleet.resend(spec)
+        fleet.drain(why)
+        return {"state": state.value, "reason": reason, "put_back": Cause.HOST.value}
     owner = secrets.token_hex(16)
     if not ledger.claim(spec.job_id, owner, settings.lease_ttl_s):
         # Redelivery or a duplicate message: another runner owns this job (invariant 6).
@@ -60,7 +94,16 @@ def execute_job(
         spec, owner, settings, ledger,
         worker_name=worker_name, adopted=False, on_state=on_state, beat_ledger=beat_ledger,
     )  # fmt: skip
-    return {"state": outcome.state.value, "reason": outcome.reason, "exit_code": outcome.exit_code}
+    if outcome.put_back == Cause.HOST.value:
+        if outcome.state is JobState.QUEUED:
+            fleet.resend(spec)
+        fleet.drain(outcome.reason)
+    result: dict[str, Any] = {
+        "state": outcome.state.value, "reason": outcome.reason, "exit_code": outcome.exit_code,
+    }  # fmt: skip
+    if outcome.put_back:
+        result["put_back"] = outcome.put_back
+    return result
 
 
 def _fail_refused(payload: str, ledger: Ledger, reason: str) -> None:
@@ -104,7 +147,8 @@ def _flower(task: Any) -> StateListener:
 
 def _ended(result: dict[str, Any]) -> dict[str, Any]:
     state = str(result.get("state"))
-    if state in (JobState.SUCCEEDED.value, "skipped"):
+    # A job given back to the queue is not over: its next attempt has the same task id.
+    if state in (JobState.SUCCEEDED.value, JobState.QUEUED.value, "skipped"):
         return result
     code = result.get("exit_code")
     exit_part = f" (exit code {code})" if code is not None else ""
@@ -144,9 +188,16 @@ def _fresh_context(**_: Any) -> None:
 def run_job_task(self: Any, payload: str) -> dict[str, Any]:
     ctx = worker_context()
     hostname = getattr(self.request, "hostname", None) or socket.gethostname()
+    fleet = build_fleet_hooks(self.app, ctx.settings, ctx.ledger, hostname)
     return _ended(
         execute_job(
-            payload, ctx.settings, ctx.ledger, hostname, _flower(self), beat_ledger=ctx.beat_ledger
+            payload,
+            ctx.settings,
+            ctx.ledger,
+            hostname,
+            _flower(self),
+            beat_ledger=ctx.beat_ledger,
+            fleet=fleet,
         )
     )
 

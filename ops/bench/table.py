@@ -34,6 +34,7 @@ BENCHES = (
     "logs_bench",  # P9; Redis memory per 100k log lines
     "sweep_bench",  # a 1,000-job sweep as a command
     "hub_upload_bench",  # a checkpoint to the Hub, against `hf upload`
+    "drain_bench",  # F1, F2: a broken host drained, no job lost to it
 )
 
 

@@ -10,6 +10,7 @@ Stdlib only: tests import it as `from colab_emulator.faults import set_fault, cl
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -18,7 +19,7 @@ from typing import Any
 from .jsonfile import locked, read_json, write_json
 
 FILE_NAME = "faults.json"
-COMMON_FIELDS = ("delay_s", "hang", "times", "match_session")
+COMMON_FIELDS = ("delay_s", "hang", "times", "match_session", "match_home")
 HTTP_COMMANDS = ("status", "sessions", "usage", "stop")
 FILE_COMMANDS = ("upload", "download", "ls", "rm")
 COMMAND_FIELDS: dict[str, tuple[str, ...]] = {
@@ -69,6 +70,8 @@ def validate(command: str, fields: dict[str, Any]) -> dict[str, Any]:
             raise FaultError("times must be an integer >= 1")
         if key == "match_session" and not isinstance(value, str):
             raise FaultError("match_session must be a session name")
+        if key == "match_home" and not (isinstance(value, str) and value.startswith("/")):
+            raise FaultError("match_home must be an absolute path (a machine's HOME)")
         if key == "http":
             _check_http(value)
         if key == "kill_after" and value not in KILL_POINTS:
@@ -100,10 +103,11 @@ def set_fault(home: Path | str, command: str, **fields: Any) -> dict[str, Any]:
     fault = validate(command, fields)
     path, lock = _paths(home)
     with locked(lock):
+        here = (command, fault.get("match_session"), fault.get("match_home"))
         kept = [
             f
             for f in list_faults(home)
-            if (f.get("command"), f.get("match_session")) != (command, fault.get("match_session"))
+            if (f.get("command"), f.get("match_session"), f.get("match_home")) != here
         ]
         write_json(path, {"faults": [*kept, fault]})
     return fault
@@ -129,7 +133,9 @@ def take_fault(home: Path | str, command: str, session: str | None) -> dict[str,
         candidates = [
             i
             for i, f in enumerate(faults)
-            if f.get("command") == command and f.get("match_session") in (None, session)
+            if f.get("command") == command
+            and f.get("match_session") in (None, session)
+            and f.get("match_home") in (None, os.environ.get("HOME"))
         ]
         if not candidates:
             return {}

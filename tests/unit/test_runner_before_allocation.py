@@ -4,6 +4,7 @@ and fakeredis; each failing check must end the job without a single `colab new`.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -113,7 +114,8 @@ def _missing(uri: str) -> int:
 
 CASES = [
     Case("script fails bash -n", S.FAILED, spec={"script": "if then fi (\n"}),
-    Case("colab is not 0.7.4", S.FAILED, colab={"version_text": "0.7.5"}),
+    # The host's own checks put the job back untouched (and drain the worker): not its fault.
+    Case("colab is not 0.7.4", S.QUEUED, colab={"version_text": "0.7.5"}),
     Case(
         "balance below budget",
         S.FAILED_BUDGET,
@@ -128,9 +130,9 @@ CASES = [
         colab={"balance": 5.0},
         settings={"budget_floor_units": 5.0},
     ),
-    Case("token file mode 0644", S.FAILED, token_mode=0o644),
-    Case("token file empty", S.FAILED, token_mode=0o600, token_text=""),
-    Case("token file over 16 KiB", S.FAILED, token_mode=0o600, token_text="x" * 17000),
+    Case("token file mode 0644", S.QUEUED, token_mode=0o644),
+    Case("token file empty", S.QUEUED, token_mode=0o600, token_text=""),
+    Case("token file over 16 KiB", S.QUEUED, token_mode=0o600, token_text="x" * 17000),
     Case("output repo public", S.FAILED, store=RefusingStore),
     Case(
         "resume checkpoint missing",
@@ -138,7 +140,7 @@ CASES = [
         spec={"resume_from": "hf://a/b/ckpt"},
         check_input=_missing,
     ),
-    Case("watchdog not confirmed alive", S.FAILED, watchdog_fails=True),
+    Case("watchdog not confirmed alive", S.QUEUED, watchdog_fails=True),
     Case("cancelled before allocation", S.CANCELLED, cancel=True),
 ]
 
@@ -176,6 +178,15 @@ def test_a_failed_check_allocates_nothing(case: Case, tmp_path: Path) -> None:
     rec = ledger.get(spec.job_id)
     assert rec.state is case.expect and rec.get("endpoint") is None
     assert rec.reason  # invariant 7: a reason `colabq status` shows
+    if case.expect is S.QUEUED:
+        # Given back untouched: no owner, no lock, the attempt on record with the host's cause.
+        assert outcome.put_back == "host" and rec.owner == ""
+        assert ledger.r.get(ledger.keys.lock(spec.job_id)) is None
+        [attempt] = json.loads(rec.get("putbacks") or "[]")
+        assert attempt["cause"] == "host" and attempt["worker"] == "worker"
+        assert [h.state for h in ledger.history(spec.job_id)][-2:] == [S.ALLOCATING, S.QUEUED]
+    else:
+        assert outcome.put_back is None
 
 
 def test_all_checks_pass_then_the_watchdog_starts_before_allocation(tmp_path: Path) -> None:
@@ -207,3 +218,33 @@ def test_all_checks_pass_then_the_watchdog_starts_before_allocation(tmp_path: Pa
     # The fake's `new` raises: even an unexpected error ends the job, never a traceback.
     assert outcome.state is S.FAILED and "AssertionError" in outcome.reason
     assert order == ["watchdog", "new"]
+
+
+@pytest.mark.parametrize("state", [S.RUNNING, S.RETAINED])
+def test_a_cancel_never_releases_a_vm_that_holds_the_only_copy(state: S, tmp_path: Path) -> None:
+    from worker.session.job import Finish
+    from worker.session.runner import Runner
+
+    ledger = Ledger(fakeredis.FakeRedis(), FakeClock(), Keys("t"), log_maxlen=1000)
+    spec = make_spec()
+    ledger.create(spec)
+    ledger.claim(spec.job_id, "me", ttl_s=30)
+    for step in (S.ALLOCATING, S.STARTING, S.RUNNING, S.RETAINED):
+        ledger.transition(spec.job_id, step, owner="me", reason=step.value)
+        if step is state:
+            break
+    ledger.request_cancel(spec.job_id, "changed my mind")
+    files = JobFiles(tmp_path / "job").ensure()
+    deps = RunnerDeps(
+        clock=FakeClock(), ledger=ledger, driver=FakeColab(files.cli_config), store=LocalStore(),
+        settings=Settings(state_dir=tmp_path / "s"), files=files,
+        start_watchdog=lambda f, env: None, check_input=lambda uri: 1,
+    )  # fmt: skip
+    runner = Runner(spec, "me", deps)
+    runner.deadline_at = 1e12
+    if state is S.RETAINED:
+        runner._guard(ledger.get(spec.job_id))  # the recovery goes first; the cancel waits
+    else:
+        with pytest.raises(Finish) as ended:
+            runner._guard(ledger.get(spec.job_id))
+        assert ended.value.state is S.CANCELLED

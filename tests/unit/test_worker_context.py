@@ -34,7 +34,7 @@ def loads(monkeypatch: pytest.MonkeyPatch) -> list[Settings]:
 
 
 def test_tasks_share_one_context_per_process(loads: list[Settings]) -> None:
-    me: Any = SimpleNamespace(request=SimpleNamespace(hostname="w@h"), send_event=print)
+    me: Any = SimpleNamespace(request=SimpleNamespace(hostname="w@h"), send_event=print, app=None)
     for _ in range(3):
         with pytest.raises(tasks.JobDidNotSucceed, match="REFUSED"):
             tasks.run_job_task(me, "not a spec")

@@ -96,6 +96,13 @@ def _queued(job: JobView, now: float, grace_s: float, queued_ids: set[str] | Non
         if queued_ids is not None and job.job_id in queued_ids:
             why += "; its message waits in a queue"
         return [Finding(Do.UNCLAIM, "job", job.job_id, job.job_id, "QUEUED", why)]
+    if job.retry_at is not None:
+        # Waiting for a GPU: a worker sends it when its next try is due (`fleet.prober`); one
+        # long overdue had no worker to send it, and the janitor does.
+        if now < job.retry_at + max(grace_s, 60.0):
+            return []
+        why = f"its next try for a GPU was due {_age(now - job.retry_at)} ago; no worker sent it"
+        return [Finding(Do.RESEND, "job", job.job_id, job.job_id, "QUEUED", why)]
     if age < grace_s:
         return []
     if job.resent_at is not None:

@@ -17,7 +17,7 @@ from worker.records.ledger import Ledger
 from worker.states import JobState
 
 _JOB_FIELDS = ("state", "owner", "endpoint", "session", "created_at", "updated_at", "resent_at",
-               "results_local", "pending_outcome", "reason")  # fmt: skip
+               "results_local", "pending_outcome", "reason", "retry_at")  # fmt: skip
 _WATCH_FIELDS = ("heartbeat_at", "gone_verified_at", "exec_exit", "exec_final_upload",
                  "results_local", "endpoint")  # fmt: skip
 _TRACKED_FIELDS = ("state", "reason", "tracker_run")
@@ -46,6 +46,7 @@ class JobView:
     resent_at: float | None
     lease_expired: bool
     reason: str = ""
+    retry_at: float | None = None  # a job waiting for a GPU: its next try
 
 
 @dataclass(frozen=True)
@@ -158,6 +159,7 @@ def _parse_views(ids: list[str], replies: list[Any], expired: set[str] | None) -
                 resent_at=_f(job[6]),
                 lease_expired=job_id in (expired or set()),
                 reason=_s(job[9]) or "",
+                retry_at=_f(job[10]),
             )
         )
     return views

@@ -26,6 +26,7 @@ from worker.colab.driver import ServerSession
 from worker.colab.records import write_adoption_record
 from worker.colab.release import release_session
 from worker.deps import driver_at
+from worker.fleet.dispatch import job_of_task
 from worker.janitor.beats import watchdog_lost_after_s
 from worker.janitor.run import JanitorDeps
 from worker.janitor.snapshot import JobView
@@ -102,15 +103,10 @@ def build_janitor_deps(settings: Settings, ledger: Ledger) -> JanitorDeps:
         return f"adopter pid {proc.pid}"
 
     def resend(spec: JobSpec) -> str:
-        from worker.celery_app import RUN_JOB, build_app, job_argsrepr
-        from worker.spec import encode_spec
+        from worker.celery_app import build_app
+        from worker.fleet.dispatch import send_job
 
-        queue = queue_for(spec.gpu, settings.queue_prefix)
-        build_app(settings).send_task(
-            RUN_JOB, args=[encode_spec(spec)], queue=queue, task_id=spec.job_id,
-            argsrepr=job_argsrepr(spec), kwargsrepr="{}",
-        )  # fmt: skip
-        return f"to {queue}"
+        return f"to {', '.join(send_job(build_app(settings), spec, settings.queue_prefix))}"
 
     def queued_ids() -> set[str]:
         return waiting_job_ids(ledger, settings.queue_prefix)
@@ -146,5 +142,5 @@ def waiting_job_ids(ledger: Ledger, queue_prefix: str) -> set[str]:
                 task_id = json.loads(raw)["headers"]["id"]
             except (ValueError, KeyError, TypeError):
                 continue
-            found.add(str(task_id))
+            found.add(job_of_task(str(task_id)))  # a fallback type's copy names its job too
     return found

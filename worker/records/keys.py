@@ -75,6 +75,19 @@ class Keys:
         """Set-if-absent with expiry: a janitor started an adopter for this job."""
         return f"{self.prefix}:job:{job_id}:adopting"
 
+    def deferred(self) -> str:
+        """Sorted set job id -> when its next try is due: QUEUED jobs waiting for a GPU."""
+        return f"{self.prefix}:deferred"
+
+    def worker_health(self, worker: str) -> str:
+        """String (JSON): a drained worker's state, reason and next probe (`fleet.health`)."""
+        return f"{self.prefix}:worker:{worker}:health"
+
+    def worker_recent_failures(self, worker: str) -> str:
+        """String with a TTL: the host failures in a row of a worker its probe undrained a
+        while ago (a host that breaks again soon backs off from where it was)."""
+        return f"{self.prefix}:worker:{worker}:recent-failures"
+
     def janitor_lock(self) -> str:
         return f"{self.prefix}:janitor:lock"
 

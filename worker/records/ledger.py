@@ -61,6 +61,9 @@ RUNTIME_FIELDS = frozenset(
         # still running. Ids only, never a credential.
         "tracker_run",
         "tracker_experiment",
+        # The GPU type the job runs on (set at create to its first choice; a fallback type when
+        # Colab could not serve the first one): what `status` shows and its rate.
+        "gpu",
     }
 )
 

@@ -94,8 +94,9 @@ def worker_host_problem(settings: Settings) -> str | None:
 
     state = settings.state_dir
     try:
-        state.mkdir(parents=True, exist_ok=True)
-        probe = state / f".write-probe-{os.getpid()}"
+        # Where every job's files go (what a claim sets up first), not only the dir itself.
+        (state / "jobs").mkdir(parents=True, exist_ok=True)
+        probe = state / "jobs" / f".write-probe-{os.getpid()}"
         probe.write_text("ok")
         probe.unlink()
     except OSError as exc:

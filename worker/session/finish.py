@@ -14,6 +14,7 @@ from worker import timelimit
 from worker.colab import rates
 from worker.colab.release import ReleaseOutcome, release_session
 from worker.errors import ColabqError
+from worker.fleet.causes import Cause, PutBack
 from worker.records.ledger import JobRecord
 from worker.records.unheld import note_reason
 from worker.session import plan as vmplan
@@ -88,7 +89,7 @@ class Finishing(JobRun):
         """The VM kept itself because the final upload failed: copy its results here, then
         let it be released (invariant 4). A recovery that fails keeps the VM (it holds the only
         copy) and is tried again, with backoff, the job's reason saying so, until it succeeds,
-        the VM goes away, a cancel or the wall cap."""
+        the VM goes away or the wall cap (a cancel waits for the recovery)."""
         assert self.name is not None
         w = self.d.ledger.read_watch(self.job_id)
         if self.exit_code is None:
@@ -177,6 +178,13 @@ class Finishing(JobRun):
                 f"cancelled: {why} ({reason})" if not reason.startswith("cancelled") else reason
             )
             state = S.CANCELLED
+        if state is S.QUEUED:
+            # A VM with the wrong GPU: released, the job waits for its GPU (never while a
+            # session may still be held).
+            if self._early_error is None:
+                procs.kill_job_processes(self.files.root, everything=True)
+                raise PutBack(Cause.CAPACITY, reason, released=True)
+            state = S.FAILED_NO_GPU
         if state is S.RESTARTING:
             if self._early_error is not None:
                 state = S.VM_LOST  # never a second session while the first is not verified gone
@@ -253,4 +261,5 @@ class Finishing(JobRun):
         """The job's duration and compute units (every segment's held time; the current one's
         release is verified by now)."""
         rec = self.d.ledger.get(self.job_id)
-        return rates.costs(self.spec.gpu.value, rec.created_at, rec.fields, self.d.clock.time())
+        gpu = rec.get("gpu") or self.spec.gpu.value  # the type it runs on (a fallback, maybe)
+        return rates.costs(gpu, rec.created_at, rec.fields, self.d.clock.time())

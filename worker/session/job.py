@@ -72,6 +72,8 @@ class RunnerDeps:
     on_state: Callable[[S, str], None] = lambda state, reason: None
     # The lease's fence; the default trusts the per-job lock alone (tests without a lease).
     fence: Fence = lambda: None
+    # The GPU types this worker serves: those of a job's types it may allocate.
+    served_gpus: tuple[str, ...] = ("T4", "L4", "G4", "A100", "H100")
 
 
 @dataclass(frozen=True)
@@ -81,6 +83,8 @@ class Outcome:
     exit_code: int | None = None
     report: Mapping[str, object] = field(default_factory=dict)
     handed_over: bool = False
+    # The cause ("host", "capacity") for which this owner gave the job back to the queue.
+    put_back: str | None = None
 
 
 class Finish(Exception):
@@ -108,6 +112,8 @@ class JobRun:
         self.results_local: str | None = None
         self.notes: list[str] = []
         self.nonce = secrets.token_hex(8)
+        # The GPU type of this segment's session (a fallback type, maybe): the VM must have it.
+        self.gpu = spec.gpu.value
         self.deadline_at = 0.0
         self.segment = 0
         self.restarts = 0

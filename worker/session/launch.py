@@ -33,6 +33,7 @@ from typing import IO
 
 from worker.colab.driver import ColabDriver
 from worker.errors import ColabError, ColabqError, RemotePathNotFound
+from worker.fleet.causes import GpuMismatch
 from worker.session import plan as vmplan
 from worker.session.job import LAUNCH_TIMEOUT_S, Finish, JobRun, sentinel
 from worker.states import JobState as S
@@ -55,6 +56,7 @@ class ExecEnd:
     launched: str | None  # the sentinel's value (the wrapper's pid, or `again:<pid>`)
     returncode: int | None  # None: still running (sentinel read) or killed past its time
     output: str  # what it printed before the sentinel or its end (stdout, then stderr's tail)
+    gpu: str | None = None  # the GPU the VM has, when it is not the one allocated
 
     @property
     def failure(self) -> str:
@@ -135,6 +137,8 @@ def stream_launch(
         seen.append(line)
         if (value := sentinel(line, nonce, "LAUNCHED")) is not None:
             return ExecEnd(value, None, "".join(seen))
+        if (gpu := sentinel(line, nonce, "GPU")) is not None:
+            return ExecEnd(None, None, "".join(seen), gpu=gpu)
     try:
         rc = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
     except subprocess.TimeoutExpired:
@@ -202,6 +206,9 @@ def launch_job(run: JobRun, cell: Path) -> str:
         end = stream_launch(d.driver, name, cell, run.nonce, LAUNCH_TIMEOUT_S, err_log)
         if end.launched is not None:
             return f"wrapper pid {end.launched}"
+        if end.gpu is not None:
+            # Colab served another GPU than the one allocated: capacity, not the job's fault.
+            raise GpuMismatch(run.gpu, end.gpu)
         if end.returncode == 0:
             # The whole cell ran, and it did not start the job.
             tail = end.output.strip()[-TAIL_CHARS:]

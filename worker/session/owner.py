@@ -17,13 +17,16 @@ from __future__ import annotations
 import json
 import secrets
 import socket
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 from worker.clock import SystemClock
 from worker.colab.records import write_adoption_record
 from worker.deps import build_driver, build_ledger, job_dir
-from worker.errors import ColabqError
+from worker.errors import ColabqError, LedgerError
+from worker.fleet.causes import Cause
+from worker.fleet.putback import Attempt, give_back_host
 from worker.records.lease import Heartbeat
 from worker.records.ledger import Ledger
 from worker.session.jobfiles import JobFiles
@@ -67,6 +70,37 @@ def own_job(
 ) -> Outcome:
     """Run (or, `adopted`, resume) a job this process now owns, under a renewed lease.
     `beat_ledger`: the lease's own client (short retries); a worker keeps one for all its jobs."""
+    try:
+        beat, deps = _wire(spec, owner, settings, ledger, worker_name, on_state, beat_ledger)
+    except (OSError, ColabqError) as exc:
+        if adopted or isinstance(exc, LedgerError):
+            raise
+        # This host could not set the job up: the claim is given back, untouched.
+        ledger.release_lock(spec.job_id, owner)
+        why = exc.advice() if isinstance(exc, ColabqError) else f"{type(exc).__name__}: {exc}"
+        attempt = Attempt(time.time(), worker_name, Cause.HOST, f"local setup failed: {why}")
+        state, reason = give_back_host(ledger, spec.job_id, owner, attempt, settings.poison_hosts)
+        return Outcome(state, reason, put_back=Cause.HOST.value)
+    try:
+        with beat:
+            if adopted:
+                return resume_job(spec, owner, deps)
+            return run_job(spec, owner, deps)
+    finally:
+        ledger.release_lock(spec.job_id, owner)
+
+
+def _wire(
+    spec: JobSpec,
+    owner: str,
+    settings: Settings,
+    ledger: Ledger,
+    worker_name: str,
+    on_state: StateListener | None,
+    beat_ledger: Ledger | None,
+) -> tuple[Heartbeat, RunnerDeps]:
+    """The lease and the runner's side effects, built on this host (its files, its CLI
+    state, its Hub token); the owner recorded."""
     from worker.store.hub import HubStore
 
     files = JobFiles(job_dir(settings, spec.job_id)).ensure()
@@ -113,15 +147,10 @@ def own_job(
         worker_name=worker_name,
         on_state=noted,
         fence=lambda: beat.fence(settings.redis_retry_s),
+        served_gpus=settings.worker_gpus,
     )
     ledger.set_fields(spec.job_id, owner=owner, owner_host=host_id(settings))
-    try:
-        with beat:
-            if adopted:
-                return resume_job(spec, owner, deps)
-            return run_job(spec, owner, deps)
-    finally:
-        ledger.release_lock(spec.job_id, owner)
+    return beat, deps
 
 
 def _endpoint_recorded_at(files: JobFiles) -> float | None:
@@ -187,7 +216,7 @@ def adopt_job(
         try:
             write_adoption_record(
                 files.cli_config, name, endpoint,
-                accelerator=rec.spec.gpu.value, high_mem=rec.spec.high_mem,
+                accelerator=rec.get("gpu") or rec.spec.gpu.value, high_mem=rec.spec.high_mem,
             )  # fmt: skip
             files.record_endpoint(name, endpoint)
         except (ColabqError, ValueError) as exc:

@@ -75,6 +75,12 @@ class Segment:
     # Added to the job's environment on the VM (its tracker run's id: names and URLs, never a
     # secret), through the launch cell rather than the wrapper's command line.
     env: tuple[tuple[str, str], ...] = ()
+    # The GPU type allocated for this segment: the launch cell checks the VM has it ("" skips).
+    gpu: str = ""
+
+
+# What `nvidia-smi --query-gpu=name` says on a Colab VM of each type contains this.
+GPU_NAMES = {"T4": "T4", "L4": "L4", "G4": "RTX PRO 6000", "A100": "A100", "H100": "H100"}
 
 
 def wrapper_argv(
@@ -109,6 +115,7 @@ def wrapper_argv(
 def launch_source(spec: JobSpec, settings: Settings, nonce: str, seg: Segment = Segment()) -> str:
     """The launch cell: unpack the bundle, start the wrapper detached, once."""
     argv = wrapper_argv(spec, settings, nonce, seg)
-    values = {"JOB": spec.job_id, "NONCE": nonce, "ARGV": argv, "BUNDLE": BUNDLE}
+    values = {"JOB": spec.job_id, "NONCE": nonce, "ARGV": argv, "BUNDLE": BUNDLE,
+              "GPU_NAME": GPU_NAMES.get(seg.gpu, "")}  # fmt: skip
     # The spec's own env (a sweep's values), then the segment's (colabq's names win).
     return fill("launch.py.tmpl", {**values, "ENV": {**spec.env, **dict(seg.env)}})

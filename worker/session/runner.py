@@ -32,12 +32,13 @@ import sys
 from collections.abc import Callable
 
 from worker.errors import ColabqError, JobNotFound, StaleOwner
+from worker.fleet.causes import PutBack
 from worker.records.lease import LeaseLost, LeaseUnconfirmed
 from worker.records.ledger import JobRecord
 from worker.session import plan as vmplan
 from worker.session.attach import AttachSpec
-from worker.session.finish import Finishing
 from worker.session.follow import Ended, Follower
+from worker.session.giveback import GivingBack
 from worker.session.job import REDIS_DOWN, Finish, Outcome, RunnerDeps, to_int
 from worker.session.start import Starting
 from worker.session.watchpolicy import Phase
@@ -48,7 +49,7 @@ from worker.states import JobState as S
 __all__ = ["Outcome", "Runner", "RunnerDeps", "resume_job", "run_job"]
 
 
-class Runner(Starting, Finishing):
+class Runner(Starting, GivingBack):
     # Set by an outage: the attach client may have given up, its cell still in the kernel.
     _outage_seen = False
 
@@ -85,6 +86,7 @@ class Runner(Starting, Finishing):
         self.nonce = rec.get("nonce") or self.nonce
         self.name = rec.get("session")
         self.segment = int(rec.get("segment") or 0)
+        self.gpu = rec.get("gpu") or self.spec.gpu.value
         self.restarts = int(rec.get("restarts") or 0)
         self.exit_code = to_int(rec.get("exit_code"))
         self.results_local = rec.get("results_local")
@@ -130,6 +132,8 @@ class Runner(Starting, Finishing):
                 steps[rec.state](rec)
             except Finish as f:
                 self._finish(f.state, f.reason)
+            except PutBack as p:
+                return self._put_back(p)
             except (LeaseLost, StaleOwner, *REDIS_DOWN):
                 raise
             except ColabqError as exc:
@@ -177,7 +181,9 @@ class Runner(Starting, Finishing):
         self.d.fence()
         if rec.state is S.RELEASING:
             return
-        if reason := self._cancelled():
+        # A RETAINED VM holds the only copy of the results (invariant 4): a cancel waits for
+        # their recovery, then wins the release (`_release`). Only the wall cap ends it sooner.
+        if rec.state is not S.RETAINED and (reason := self._cancelled()):
             raise Finish(S.CANCELLED, f"cancelled: {reason}")
         if self.d.clock.time() >= self.deadline_at:
             raise Finish(S.TIMED_OUT, f"wall cap {self.spec.wall_cap_s:.0f}s reached")

@@ -8,13 +8,12 @@ from __future__ import annotations
 import dataclasses
 
 from worker.errors import (
-    AcceleratorRejected,
-    AllocationRefused,
     BudgetExceeded,
     ColabError,
     ColabqError,
     RemotePathNotFound,
 )
+from worker.fleet.causes import CAPACITY_ERRORS, Cause, GpuMismatch, PutBack, cause_of
 from worker.records.ledger import JobRecord
 from worker.session import checks, procs
 from worker.session import plan as vmplan
@@ -31,7 +30,7 @@ class Starting(JobRun):
     _tracker_asked = False
 
     def _allocate(self, rec: JobRecord) -> None:
-        d, spec = self.d, self.spec
+        d = self.d
         if self.name is not None:
             # An adopted job whose owner died during allocation.
             if self.endpoint is None and not self._wait_for_endpoint():
@@ -48,29 +47,51 @@ class Starting(JobRun):
         self._write_watch()
         try:
             d.start_watchdog(self.files, self._child_env())
-        except ColabqError as exc:
-            raise Finish(S.FAILED, f"pre-allocation check failed: {exc.advice()}") from None
+        except (ColabqError, OSError) as exc:
+            why = exc.advice() if isinstance(exc, ColabqError) else str(exc)
+            raise PutBack(Cause.HOST, f"the watchdog did not start: {why}") from None
         self.log(f"checks passed (colab {d.settings.colab_version}, balance {balance:.2f} units)")
         self.log("watchdog alive")
         self._tracker_ref(rec)  # before `colab new`: a slow tracker costs no GPU time
         d.fence()
         d.ledger.set_fields(self.job_id, owner=self.owner, session=self.name)
         self._phase(Phase.ALLOCATING)
-        self.log(f"allocating {spec.gpu}{' high-mem' if spec.high_mem else ''} as {self.name}")
-        try:
-            d.driver.new(self.name, spec.gpu.value, spec.high_mem)
-        except (AllocationRefused, AcceleratorRejected) as exc:
-            self._record_endpoint()
-            raise Finish(S.FAILED_NO_GPU, f"no GPU: {exc}") from None
-        except ColabError as exc:
-            self._record_endpoint()
-            raise Finish(S.FAILED, f"allocation failed: {exc.advice()}") from None
-        if not self._record_endpoint():
-            raise Finish(S.FAILED, "colab new said READY but recorded no endpoint")
-        self._to(S.STARTING, f"session {self.name} at {self.endpoint}")
+        gpu = self._new_session()
+        self._to(S.STARTING, f"session {self.name} ({gpu}) at {self.endpoint}", gpu=gpu)
+
+    def _new_session(self) -> str:
+        """`colab new` with the job's GPU types this worker serves, in order; the type it got.
+        Colab's refusals are capacity (the job waits); any other failure of `colab new` that
+        left no session is this host's (the job goes back)."""
+        d, spec = self.d, self.spec
+        assert self.name is not None
+        served = [g for g in spec.gpus if g.value in d.served_gpus] or [spec.gpu]
+        refused: list[str] = []
+        for gpu in served:
+            self.log(f"allocating {gpu}{' high-mem' if spec.high_mem else ''} as {self.name}")
+            try:
+                d.driver.new(self.name, gpu.value, spec.high_mem)
+            except CAPACITY_ERRORS as exc:
+                if self._record_endpoint():
+                    raise Finish(S.FAILED_NO_GPU, f"no GPU: {exc}") from None
+                refused.append(gpu.value)
+                self.log(f"{gpu} refused: {exc}")
+                continue
+            except ColabError as exc:
+                if self._record_endpoint():
+                    raise Finish(S.FAILED, f"allocation failed: {exc.advice()}") from None
+                raise PutBack(Cause.HOST, f"colab new failed: {exc.advice()}") from None
+            if not self._record_endpoint():
+                raise Finish(S.FAILED, "colab new said READY but recorded no endpoint")
+            self.gpu = gpu.value
+            return gpu.value
+        raise PutBack(Cause.CAPACITY, "/".join(refused), gpus_tried=tuple(refused))
 
     def _check_before_allocation(self) -> float:
-        # Invariant 1: nothing is allocated before these pass, the watchdog included.
+        # Invariant 1: nothing is allocated before these pass, the watchdog included. A check
+        # of the host (its token file, its CLI, its login, its Hub connection) that fails puts
+        # the job back; a check of the job's own (its script, its destination, its inputs,
+        # its budget) ends it.
         d, spec = self.d, self.spec
         try:
             launch = vmplan.launch_source(spec, d.settings, self.nonce, self._segment_plan())
@@ -78,8 +99,8 @@ class Starting(JobRun):
             if d.settings.hf_token_file is not None:
                 checks.check_token_file(d.settings.hf_token_file)
             elif spec.artifact.kind == "hf":
-                raise Finish(
-                    S.FAILED, "a Hub destination needs COLABQ_HF_TOKEN_FILE on the worker host"
+                raise PutBack(
+                    Cause.HOST, "a Hub destination needs COLABQ_HF_TOKEN_FILE on the worker host"
                 )
             dest = d.store.check_destination(spec.artifact)
             self.log(f"destination: {dest}")
@@ -90,8 +111,11 @@ class Starting(JobRun):
             return checks.check_budget(d.driver, spec.budget_units, d.settings.budget_floor_units)
         except BudgetExceeded as exc:
             raise Finish(S.FAILED_BUDGET, exc.advice()) from None
-        except ColabqError as exc:
-            raise Finish(S.FAILED, f"pre-allocation check failed: {exc.advice()}") from None
+        except (ColabqError, OSError) as exc:
+            why = exc.advice() if isinstance(exc, ColabqError) else f"{type(exc).__name__}: {exc}"
+            if cause_of(exc) is Cause.HOST:
+                raise PutBack(Cause.HOST, f"pre-allocation check failed: {why}") from None
+            raise Finish(S.FAILED, f"pre-allocation check failed: {why}") from None
 
     def _wait_for_endpoint(self) -> bool:
         """Adoption: a `colab new` the dead owner started may still be writing its state."""
@@ -116,11 +140,18 @@ class Starting(JobRun):
             finally:
                 bundle.unlink(missing_ok=True)
             launch = self.files.root / f"launch-{self.segment}.py"
-            seg = dataclasses.replace(self._segment_plan(), env=tuple(sorted(env.items())))
+            seg = dataclasses.replace(
+                self._segment_plan(), env=tuple(sorted(env.items())), gpu=self.gpu
+            )
             launch.write_text(vmplan.launch_source(self.spec, d.settings, self.nonce, seg))
             # The client may linger, or die, after its cell started the job: the sentinel is
             # read as it streams, and a client that fails without it is judged on the VM.
-            self.log(f"launched on the VM ({launch_job(self, launch)})")
+            try:
+                self.log(f"launched on the VM ({launch_job(self, launch)})")
+            except GpuMismatch as exc:
+                # Released at once, then the job waits for its GPU like any refusal.
+                self.log(f"the VM's GPU is not the one allocated: {exc}; releasing it")
+                raise Finish(S.QUEUED, f"{exc.wanted} (the VM had {exc.got})") from None
         self._to(S.RUNNING, f"started detached on {name}")
 
     def _tracker_env(self, rec: JobRecord) -> dict[str, str]:

@@ -1,0 +1,100 @@
+"""A GPU worker's fleet duties, from a thread of its main process (never a pool slot):
+
+- every tick it sends the jobs whose capacity wait is due (`putback.promote_due`: each due job
+  is taken by exactly one worker);
+- while the worker is drained it keeps its GPU queues' consumers cancelled, and, for an
+  automatic drain, probes the host's health when the next probe is due (the same checks a
+  worker passes to start: `checks.worker_host_problem`): healthy, it lifts the drain and takes
+  jobs again; still broken, the next probe backs off. A manual drain waits for `undrain`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+import redis
+from celery import Celery
+
+from worker.errors import ColabqError
+from worker.fleet import health
+from worker.fleet.dispatch import resume_consuming, send_job, stop_consuming
+from worker.fleet.putback import promote_due
+from worker.records.ledger import Ledger
+from worker.settings import Settings
+
+log = logging.getLogger(__name__)
+
+Probe = Callable[[Settings], str | None]
+
+
+class Prober:
+    def __init__(
+        self,
+        app: Celery,
+        settings: Settings,
+        ledger: Ledger,
+        name: str,
+        queues: Sequence[str],
+        probe: Probe,
+        tick_s: float = 1.0,
+    ) -> None:
+        self.app, self.settings, self.ledger, self.name = app, settings, ledger, name
+        self.queues, self.probe, self.tick_s = tuple(queues), probe, tick_s
+        self.consuming = True
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="colabq-prober", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            with contextlib.suppress(redis.RedisError, ColabqError, OSError):
+                self.tick(time.time())
+            self._stop.wait(self.tick_s)
+
+    def tick(self, now: float) -> None:
+        self.send_due(now)
+        h = health.read(self.ledger.r, self.ledger.keys, self.name)
+        if h is None:
+            if not self.consuming:
+                self._resume("drain lifted")
+            return
+        if self.consuming:
+            stop_consuming(self.app, self.name, self.queues)
+            self.consuming = False
+        if h.manual or now < h.next_probe_at:
+            return
+        problem = self.probe(self.settings)
+        if problem is None:
+            remember = 2 * self.settings.drain_probe_max_s
+            health.undrain(self.ledger.r, self.ledger.keys, self.name, remember_s=remember)
+            self._resume(f"healthy again after {h.failures} failure(s)")
+        else:
+            health.note_failure(
+                self.ledger.r, self.ledger.keys, self.name, problem, now,
+                probe_s=self.settings.drain_probe_s, probe_max_s=self.settings.drain_probe_max_s,
+            )  # fmt: skip
+
+    def send_due(self, now: float) -> list[str]:
+        sent = []
+        for job_id in promote_due(self.ledger, now):
+            try:
+                spec = self.ledger.get(job_id).spec
+            except ColabqError:
+                continue
+            send_job(self.app, spec, self.settings.queue_prefix)
+            sent.append(job_id)
+        return sent
+
+    def _resume(self, why: str) -> None:
+        resume_consuming(self.app, self.name, self.queues)
+        self.consuming = True
+        print(f"colabq worker {self.name}: taking jobs again ({why})", flush=True)
