@@ -3,23 +3,16 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-# What the product needs to run (the demo): no development tools, no MLflow server.
-RUN_STAMP := $(VENV)/.installed-run
 
 .PHONY: all install lint typecheck test test-unit demo bench chaos clean
 
 all: lint typecheck test
 
-$(BIN)/python:
+$(STAMP): pyproject.toml ops/constraints.txt
 	@$(PY) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "colabq needs Python >= 3.11; set PY=python3.11 or newer")'
 	$(PY) -m venv $(VENV)
-
-$(RUN_STAMP): pyproject.toml ops/constraints.txt | $(BIN)/python
-	$(BIN)/pip install --quiet --disable-pip-version-check -c ops/constraints.txt -e '.[demo]'
-	@touch $(RUN_STAMP)
-
-$(STAMP): pyproject.toml ops/constraints.txt $(RUN_STAMP)
-	$(BIN)/pip install --quiet --disable-pip-version-check -c ops/constraints.txt -e '.[dev,demo]'
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -c ops/constraints.txt -e '.[dev]'
 	@touch $(STAMP)
 
 install: $(STAMP)
@@ -37,7 +30,7 @@ test: install
 test-unit: install
 	$(BIN)/pytest tests/unit tests/cli -q
 
-demo: $(RUN_STAMP)
+demo: install
 	$(BIN)/colabq demo
 
 # Every benchmark, then one table against the anchors (about 10 minutes; not part of `make test`).

@@ -144,8 +144,10 @@ def logs(
         bool, typer.Option("--json", help='One JSON object a line: {"id", "line", "stream"}.')
     ] = False,
 ) -> None:
-    """Print a job's output (from any machine); -f follows it live and exits with its outcome."""
-    ledger = _connect(load_settings())
+    """Print a job's output (from any machine); -f follows it live and exits with its outcome
+    (while it waits in its queue, stderr says for which workers)."""
+    settings = load_settings()
+    ledger = _connect(settings)
     job_id = ledger.find_by_prefix(job)
 
     def emit(line: LogLine) -> None:
@@ -155,7 +157,15 @@ def logs(
         else:
             print(line.text, flush=True)
 
-    state = follow_lines(ledger, job_id, follow=follow, emit=emit)
+    notice = None
+    if follow:
+        from producer.waiting import WaitNotices
+
+        def say(text: str) -> None:
+            err.print(text, markup=False, highlight=False, soft_wrap=True)
+
+        notice = WaitNotices(ledger, job_id, lambda g: queue_for(g, settings.queue_prefix), say)
+    state = follow_lines(ledger, job_id, follow=follow, emit=emit, on_state=notice)
     if follow:
         raise typer.Exit(exitcodes.for_state(state))
 
@@ -168,11 +178,19 @@ def follow_logs(
 
 
 def follow_lines(
-    ledger: Ledger, job_id: str, *, follow: bool, emit: Callable[[LogLine], None]
+    ledger: Ledger,
+    job_id: str,
+    *,
+    follow: bool,
+    emit: Callable[[LogLine], None],
+    on_state: Callable[[JobState], None] | None = None,
 ) -> JobState:
-    """Emit the job's log lines; with `follow`, until the job is over. Returns its state."""
+    """Emit the job's log lines; with `follow`, until the job is over. Returns its state.
+    `on_state` is told the job's state at each turn (what `logs -f` says while it waits)."""
     after = "0-0"
     while True:
+        if on_state is not None and follow:
+            on_state(ledger.state_of(job_id))
         for line in ledger.read_log(job_id, after, block_ms=1000 if follow else None):
             after = line.id
             emit(line)
