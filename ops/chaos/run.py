@@ -3,9 +3,15 @@ faults and load, on the offline Colab emulator, with the user's own notebook ses
 unknown `[?]` assignment present throughout every group. It prints one table and exits 1 unless
 every counter of every group is zero.
 
-    make chaos                                     # everything (about 11 minutes on 2 cores)
+    make chaos                                     # everything: the groups, then the kill matrix
     .venv/bin/python -m ops.chaos --quick          # the CI subset (about a minute)
     .venv/bin/python -m ops.chaos --only kill-9 --repeat 1 --jobs 20 --keep
+    .venv/bin/python -m ops.chaos --matrix         # only the kill matrix (every process x phase)
+    .venv/bin/python -m ops.chaos --cell "attach client@running" --cell "worker main@persisting"
+
+The kill matrix (`ops/chaos/matrix.py`, `matrix_run.py`) SIGKILLs each host-side process (the
+worker's main process, its pool child, the watchdog, the attach client, each `colab` call) at each
+phase where it exists, and prints its own table: process x phase -> outcome, expected, verdict.
 
 Groups (each its own deployment: key prefix, queues, state dirs, emulated account):
 - `kill-9`: SIGKILL of the worker before claim (its pool frozen with SIGSTOP, the message
@@ -56,9 +62,11 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
+from ops.chaos import matrix_run
 from ops.chaos import scenarios as sc
 from ops.chaos.checks import HEADERS, Counters
 from ops.chaos.fleet import Group
+from ops.chaos.matrix import Cell, all_cells, parse_cell
 
 REDIS_URL = os.environ.get("COLABQ_CHAOS_REDIS_URL", "redis://127.0.0.1:6379/13")
 QUICK_POINTS = ["before claim", "mid-run", "release"]
@@ -151,11 +159,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--jobs", type=int, default=100, help="jobs of many-jobs (default 100)")
     p.add_argument("--outage", type=float, default=12.0, help="seconds Redis is down")
     p.add_argument("--keep", action="store_true", help="keep the folders (logs) afterwards")
+    p.add_argument("--matrix", action="store_true", help="run only the kill matrix")
+    p.add_argument("--cell", action="append", help="run only this matrix cell: PROCESS@PHASE")
+    p.add_argument("--lanes", type=int, default=2, help="matrix deployments side by side")
     args = p.parse_args(argv)
-    groups = plan(args)
+    only_matrix = args.matrix or bool(args.cell)
+    with_matrix = only_matrix or not (args.quick or args.only)
+    cells = _cells(args.cell)
+    groups = {} if only_matrix else plan(args)
     root = Path(tempfile.mkdtemp(prefix="colabq-chaos-"))
     started = time.monotonic()
     outcomes = []
+    matrix_ok = True
     try:
         for name, run in groups.items():
             print(f"== {name}", flush=True)
@@ -165,15 +180,33 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"   {note}", flush=True)
             for d in o.counters.details if o.counters else [o.not_run]:
                 print(f"   ! {d}", flush=True)
+        if with_matrix:
+            print(f"== kill matrix ({len(cells)} cells, {args.lanes} lanes)", flush=True)
+            results, problems, took_s = matrix_run.run_matrix(cells, root, REDIS_URL, args.lanes)
+            text, matrix_ok = matrix_run.table(results, cells, problems)
+            print(text)
+            print(f"kill matrix: {took_s:.0f} s; {'PASS' if matrix_ok else 'FAIL'}", flush=True)
     finally:
         if args.keep:
             print(f"folders kept in {root}")
         else:
             shutil.rmtree(root, ignore_errors=True)
-    text, ok = table(outcomes)
-    print(text)
+    ok = matrix_ok
+    if groups:
+        text, ok = table(outcomes)
+        ok = ok and matrix_ok
+        print(text)
     print(f"wall time {time.monotonic() - started:.0f} s; {'PASS' if ok else 'FAIL'}")
     return 0 if ok else 1
+
+
+def _cells(names: list[str] | None) -> list[Cell]:
+    if not names:
+        return all_cells()
+    try:
+        return [parse_cell(n) for n in names]
+    except ValueError as exc:
+        raise SystemExit(str(exc)) from None
 
 
 if __name__ == "__main__":
