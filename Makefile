@@ -3,16 +3,23 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# What the product needs to run (the demo): no development tools, no MLflow server.
+RUN_STAMP := $(VENV)/.installed-run
 
 .PHONY: all install lint typecheck test test-unit demo bench chaos clean
 
 all: lint typecheck test
 
-$(STAMP): pyproject.toml ops/constraints.txt
+$(BIN)/python:
 	@$(PY) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "colabq needs Python >= 3.11; set PY=python3.11 or newer")'
 	$(PY) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -c ops/constraints.txt -e '.[dev]'
+
+$(RUN_STAMP): pyproject.toml ops/constraints.txt | $(BIN)/python
+	$(BIN)/pip install --quiet --disable-pip-version-check -c ops/constraints.txt -e '.[demo]'
+	@touch $(RUN_STAMP)
+
+$(STAMP): pyproject.toml ops/constraints.txt $(RUN_STAMP)
+	$(BIN)/pip install --quiet --disable-pip-version-check -c ops/constraints.txt -e '.[dev,demo]'
 	@touch $(STAMP)
 
 install: $(STAMP)
@@ -30,7 +37,7 @@ test: install
 test-unit: install
 	$(BIN)/pytest tests/unit tests/cli -q
 
-demo: install
+demo: $(RUN_STAMP)
 	$(BIN)/colabq demo
 
 # Every benchmark, then one table against the anchors (about 10 minutes; not part of `make test`).
