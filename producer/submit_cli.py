@@ -10,7 +10,6 @@ environment values checks the repository once), and the run-name check once per 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -18,7 +17,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from producer.clictx import JsonOpt, _connect, build_app, err, load_settings, out, queue_for
-from worker.timelimit import limits_json, limits_text
 
 if TYPE_CHECKING:
     from producer.jobfile import SubmitOptions
@@ -333,36 +331,12 @@ def _run_name_failed(name: str, waivers: Sequence[str]) -> str | None:
     return CheckName.RUN_NAME.value if failed else None
 
 
-def _swept(point: Point) -> str:
-    return " ".join(f"{k}={v}" for k, v in point.values)
-
-
 def _print_plan(
     points: Sequence[Point], specs: Sequence[JobSpec], settings: Settings, *, as_json: bool
 ) -> None:
-    from rich.table import Table
+    from producer.submit_report import print_plan
 
-    rows = [
-        {
-            "run": s.run_name,
-            "gpu": s.gpu.value,
-            "queue": queue_for(s.gpu, settings.queue_prefix),
-            "swept": dict(p.values),
-            "idempotency_key": s.idempotency_key,
-            **limits_json(s),
-        }
-        for p, s in zip(points, specs, strict=True)
-    ]
-    if as_json:
-        print(json.dumps({"dry_run": True, "jobs": rows, "count": len(rows)}))
-        return
-    table = Table(title=f"plan: {len(rows)} job(s)", title_justify="left", box=None)
-    for col in ("run", "gpu", "limits", "swept"):
-        table.add_column(col, overflow="ellipsis", no_wrap=True)
-    for p, s in zip(points, specs, strict=True):
-        table.add_row(s.run_name, s.gpu.value, limits_text(s), _swept(p) or "-")
-    out.print(table)
-    out.print(f"Dry run: {len(rows)} job(s) checked; nothing was enqueued.")
+    print_plan(points, specs, settings.queue_prefix, as_json=as_json)
 
 
 def _enqueue(
@@ -374,8 +348,8 @@ def _enqueue(
     as_json: bool,
 ) -> None:
     from producer.submit import enqueue_many
+    from producer.submit_report import print_enqueued
     from worker.records.fleet import count_serving
-    from worker.states import JobState
 
     allow = points[0].options.allow_same_run
     results = enqueue_many(
@@ -388,68 +362,6 @@ def _enqueue(
         for q, n in served.items()
         if not n
     ]
-    if as_json:
-        prefix = settings.queue_prefix
-        _print_json(points, specs, results, served, warnings, prefix)
-        return
-    for w in warnings:
-        err.print(f"colabq: warning: {w}", markup=False, highlight=False)
-    if len(results) == 1:
-        res, spec = results[0], specs[0]
-        queue = queue_for(spec.gpu, settings.queue_prefix)
-        if res.created:
-            out.print(f"Enqueued job [bold]{res.job_id}[/] on {queue} ({spec.run_name}).")
-            if earlier := ledger.get(res.job_id).get("retry_of"):
-                out.print(f"Submitted again: job {earlier} of this spec ended without success.")
-            out.print(
-                f"The job may run for its {limits_text(spec)}; past that it ends TIMED_OUT.",
-                markup=False,
-            )
-            out.print(f"Follow it with: colabq logs -f {res.job_id}")
-        elif res.state is JobState.SUCCEEDED:
-            out.print(
-                f"Already submitted as job [bold]{res.job_id}[/], which SUCCEEDED; nothing "
-                "enqueued. To run it again, pass --idempotency-key with a new value."
-            )
-        else:
-            out.print(
-                f"Already submitted as job [bold]{res.job_id}[/] ({res.state.name}, not over); "
-                f"nothing enqueued. Follow it with: colabq logs -f {res.job_id}"
-            )
-        return
-    new = sum(r.created for r in results)
-    again = len(results) - new
-    tail = f"; {again} were submitted before (nothing sent for them)." if again else "."
-    out.print(f"Enqueued {new} job(s) of a {len(results)}-job sweep on {', '.join(queues)}{tail}")
-    out.print("Watch them with: colabq status --watch")
-
-
-def _print_json(
-    points: Sequence[Point],
-    specs: Sequence[JobSpec],
-    results: Sequence[Any],
-    served: dict[str, int],
-    warnings: list[str],
-    queue_prefix: str,
-) -> None:
-    def one(point: Point, spec: JobSpec, res: Any) -> dict[str, Any]:
-        queue = queue_for(spec.gpu, queue_prefix)
-        return {
-            "job_id": res.job_id,
-            "run": spec.run_name,
-            "created": res.created,
-            "state": res.state.value,
-            "waivers": list(spec.waivers),
-            "preflight_digest": spec.preflight_digest,
-            "tracker": spec.tracker,
-            "queue": queue,
-            "live_workers": served.get(queue, 0),
-            "swept": dict(point.values),
-            **limits_json(spec),
-        }
-
-    jobs = [one(p, s, r) for p, s, r in zip(points, specs, results, strict=True)]
-    if len(jobs) == 1:
-        print(json.dumps({**jobs[0], "warnings": warnings}))
-    else:
-        print(json.dumps({"jobs": jobs, "count": len(jobs), "warnings": warnings}))
+    print_enqueued(
+        points, specs, results, served, warnings, settings.queue_prefix, ledger, as_json=as_json
+    )

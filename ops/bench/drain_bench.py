@@ -53,7 +53,7 @@ def one_run(redis_url: str, jobs: int) -> tuple[float, int, int]:
         for i in range(jobs):
             out = colabq(env, "submit", str(script), "--name", f"bench-drain-{i}", "--wall",
                          "10m", "--local-store", str(root / "store"), "--json", *WAIVE)  # fmt: skip
-            ids.append(json.loads(out)["job_id"])
+            ids.append(json.loads(out)["jobs"][0]["job_id"])
         health_keys = f"{env['COLABQ_KEY_PREFIX']}:worker:*:health"
         deadline = time.monotonic() + 120
         drained_at = None

@@ -75,7 +75,7 @@ def one_job(env: dict[str, str], root: Path, i: int) -> tuple[float, float, floa
         str(root / "store"), "--json", "--waive", "config-diff", "--waive", "paths",
         "--waive", "monitoring",
     )  # fmt: skip
-    job_id = json.loads(out)["job_id"]
+    job_id = json.loads(out)["jobs"][0]["job_id"]
     rec = wait_terminal(env, job_id)
     if rec.get("state") != "succeeded":
         raise SystemExit(f"bench job {job_id} ended {rec.get('state')}: {rec.get('reason')}")

@@ -70,7 +70,7 @@ def run(scenario: str, job_s: int, interval_s: float, redis_url: str) -> tuple[f
             "--local-store", str(root / "store"), "--json", "--waive", "config-diff",
             "--waive", "paths", "--waive", "monitoring",
         )  # fmt: skip
-        job_id = json.loads(out)["job_id"]
+        job_id = json.loads(out)["jobs"][0]["job_id"]
         time.sleep(job_s / 3 + 10)  # allocation and start take a few seconds
         os.killpg(worker.pid, signal.SIGKILL)
         worker.wait()

@@ -152,7 +152,7 @@ def submit(env: dict[str, str], root: Path, name: str, script_text: str) -> str:
         "--waive",
         "monitoring",
     )
-    return str(json.loads(out)["job_id"])
+    return str(json.loads(out)["jobs"][0]["job_id"])
 
 
 def wait_state(r: redis.Redis, key: str, state: str, timeout_s: float = 120) -> None:

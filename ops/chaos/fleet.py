@@ -137,7 +137,7 @@ class Group:
         if res.exit_code != 0:
             raise RuntimeError(f"submit {run}: {res.output}")
         plan = JobPlan(
-            str(json.loads(res.output)["job_id"]), scenario, run, expect, bound_s, ended,
+            str(json.loads(res.output)["jobs"][0]["job_id"]), scenario, run, expect, bound_s, ended,
             ("ckpt/m.pt",) if ckpt else (), deadline_s,
         )  # fmt: skip
         self.jobs.append(plan)

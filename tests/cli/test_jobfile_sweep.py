@@ -89,9 +89,9 @@ def test_a_job_file_is_the_same_job_as_its_flags(
     ]  # fmt: skip
     again = runner.invoke(app, flags, env=env)
     assert again.exit_code == 0, again.output
-    first, second = (
-        json.loads(res.output.splitlines()[-1]),
-        json.loads(again.output.splitlines()[-1]),
+    ((first,), (second,)) = (
+        json.loads(res.output.splitlines()[-1])["jobs"],
+        json.loads(again.output.splitlines()[-1])["jobs"],
     )
     # Same options -> same idempotency key -> the second is the first job, nothing sent twice.
     assert first["created"] and not second["created"]
@@ -211,3 +211,22 @@ def test_the_same_job_file_again_after_its_job_failed_is_a_new_linked_job(
     third = runner.invoke(app, ["submit", str(path)], env=env)
     assert f"Already submitted as job {new} (QUEUED, not over)" in third.stdout, third.output
     assert queued(ledger.r, prefix) == 2
+
+
+def test_one_json_shape_for_one_job_or_a_sweep_and_the_table_names_each_id(
+    tmp_path: Path, env: dict[str, str | None], ledger: Ledger
+) -> None:
+    path = write_job(tmp_path, "")
+    one = runner.invoke(app, ["submit", str(path), "--json"], env=env)
+    two = runner.invoke(app, ["submit", str(path), "--sweep", "env.SEED=7,8", "--json"], env=env)
+    shapes = [json.loads(r.stdout) for r in (one, two)]
+    assert [sorted(d) for d in shapes] == [["count", "jobs", "warnings"]] * 2, shapes
+    assert [d["count"] for d in shapes] == [1, 2] and shapes[0]["jobs"][0]["created"]
+    assert all({"job_id", "run", "state", "swept"} <= set(j) for d in shapes for j in d["jobs"])
+    table = runner.invoke(app, ["submit", str(path), "--sweep", "env.SEED=7,8,9"], env=env)
+    assert table.exit_code == 0, table.output
+    ids = [j.decode() for j in ledger.r.zrange(ledger.keys.jobs(), 0, -1)]
+    assert len(ids) == 4  # 1 + 2, and one new point (9): 7 and 8 were submitted before
+    for job_id in ids[1:]:
+        assert job_id in table.stdout, table.stdout
+    assert table.stdout.count("submitted before (QUEUED)") == 2

@@ -96,7 +96,7 @@ def test_a_waived_check_enqueues_the_job_with_waiver_and_digest(
     args = ["--name", GOOD_NAME, "--config", "configs/detr/intended.yaml"]
     result = submit(repo, env, *args, "--waive", "config-diff", "--json")
     assert result.exit_code == 0, result.output
-    out = json.loads(result.stdout)
+    (out,) = json.loads(result.stdout)["jobs"]
     job_id = out["job_id"]
     assert out["created"] is True and out["waivers"] == ["config-diff"]
 
@@ -115,8 +115,8 @@ def test_a_waived_check_enqueues_the_job_with_waiver_and_digest(
 
     # The digest follows the clock (the ETA), so it must not make a re-submit a second job.
     again = submit(repo, env, *args, "--waive", "config-diff", "--json")
-    assert json.loads(again.stdout)["job_id"] == job_id
-    assert json.loads(again.stdout)["created"] is False
+    (same,) = json.loads(again.stdout)["jobs"]
+    assert same["job_id"] == job_id and same["created"] is False
     assert _messages_for(redis_client, job_id) == 1
 
 
@@ -156,7 +156,7 @@ def test_the_command_printed_by_preflight_enqueues_the_job(
     assert argv[:2] == ["colabq", "submit"]
     result = runner.invoke(app, [*argv[1:], "--commit", "abc1234", "--json"], env=env)
     assert result.exit_code == 0, result.output
-    record = ledger.get(json.loads(result.stdout)["job_id"])
+    record = ledger.get(json.loads(result.stdout)["jobs"][0]["job_id"])
     assert record.spec.run_name == GOOD_NAME and record.spec.waivers == ()
     assert record.spec.preflight_digest
 

@@ -105,7 +105,7 @@ def test_canary_token_is_found_nowhere_it_must_not_be(
             env=fleet.env,
         )  # fmt: skip
         assert result.exit_code == 0, result.output
-        job_id = json.loads(result.output)["job_id"]
+        job_id = json.loads(result.output)["jobs"][0]["job_id"]
         assert fleet.wait_terminal(job_id) is JobState.SUCCEEDED, fleet.ledger.get(job_id).reason
     assert scan.samples > 10
     # The uploader had it (proof the scan can see it), and nothing else did.

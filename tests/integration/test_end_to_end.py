@@ -31,7 +31,7 @@ def submit(fleet: Fleet, script: str, *extra: str) -> str:
         env=fleet.env,
     )  # fmt: skip
     assert result.exit_code == 0, result.output
-    return str(json.loads(result.output)["job_id"])
+    return str(json.loads(result.output)["jobs"][0]["job_id"])
 
 
 def test_job_succeeds_and_its_session_is_gone(fleet: Fleet) -> None:

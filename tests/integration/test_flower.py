@@ -122,7 +122,7 @@ def submit(fleet: Fleet, script: str, name: str) -> str:
         env=fleet.env,
     )  # fmt: skip
     assert result.exit_code == 0, result.output
-    return str(json.loads(result.output)["job_id"])
+    return str(json.loads(result.output)["jobs"][0]["job_id"])
 
 
 def watch(url: str, job_id: str) -> list[str]:

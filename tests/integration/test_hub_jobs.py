@@ -50,7 +50,7 @@ def submit(fleet: Fleet, script: str, *extra: str, name: str = "mnist-mlp-bs64-l
         env=fleet.env,
     )  # fmt: skip
     assert result.exit_code == 0, result.output
-    return str(json.loads(result.output)["job_id"])
+    return str(json.loads(result.output)["jobs"][0]["job_id"])
 
 
 def tree(hub: Hub) -> dict[str, int]:

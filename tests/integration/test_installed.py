@@ -84,7 +84,7 @@ def test_a_job_runs_through_an_installed_wheel(fleet: Fleet) -> None:
             env=env, cwd=away, capture_output=True, text=True, timeout=120,
         )  # fmt: skip
         assert res.returncode == 0, res.stdout + res.stderr
-        job_id = json.loads(res.stdout)["job_id"]
+        job_id = json.loads(res.stdout)["jobs"][0]["job_id"]
         assert fleet.wait_terminal(job_id, timeout_s=120) is JobState.SUCCEEDED, fleet.ledger.get(
             job_id
         ).reason

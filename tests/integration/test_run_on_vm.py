@@ -43,7 +43,7 @@ def submit(fleet: Fleet, script: str, *extra: str, wall: str = "12h") -> str:
         env=fleet.env,
     )  # fmt: skip
     assert result.exit_code == 0, result.output
-    return str(json.loads(result.output)["job_id"])
+    return str(json.loads(result.output)["jobs"][0]["job_id"])
 
 
 def wait_for(cond: Callable[[], object], what: str, timeout_s: float = 60) -> None:

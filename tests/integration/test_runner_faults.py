@@ -32,7 +32,7 @@ def submit(fleet: Fleet, script: str, *extra: str, store: Path | None = None) ->
         env=fleet.env,
     )  # fmt: skip
     assert result.exit_code == 0, result.output
-    return str(json.loads(result.output)["job_id"])
+    return str(json.loads(result.output)["jobs"][0]["job_id"])
 
 
 def report(fleet: Fleet, job_id: str) -> dict:

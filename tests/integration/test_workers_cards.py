@@ -46,9 +46,10 @@ def test_workers_lists_each_worker_busy_with_its_job_then_idle(fleet: Fleet) -> 
 def test_submit_warns_when_no_live_worker_serves_the_jobs_gpu(fleet: Fleet) -> None:
     wait_for(lambda: cards(fleet), "the worker's card")
     served = json.loads(submit_json(fleet, "--gpu", "T4").output)
-    assert served["live_workers"] == 1 and served["warnings"] == []
+    assert served["jobs"][0]["live_workers"] == 1 and served["warnings"] == []
     unserved = json.loads(submit_json(fleet, "--gpu", "A100", "--name", "other-run-a100").output)
-    assert unserved["live_workers"] == 0 and "no live worker serves" in unserved["warnings"][0]
+    assert unserved["jobs"][0]["live_workers"] == 0
+    assert "no live worker serves" in unserved["warnings"][0]
     text = submit_text(fleet, "--gpu", "A100", "--name", "third-run-a100")
     assert text.exit_code == 0 and "warning: no live worker serves" in text.output
 
@@ -56,7 +57,7 @@ def test_submit_warns_when_no_live_worker_serves_the_jobs_gpu(fleet: Fleet) -> N
 def test_a_second_live_job_of_the_same_run_is_refused_with_the_live_one_named(
     fleet: Fleet,
 ) -> None:
-    first = json.loads(submit_json(fleet, script="sleep 5\n").output)["job_id"]
+    first = json.loads(submit_json(fleet, script="sleep 5\n").output)["jobs"][0]["job_id"]
     again = submit_json(fleet, script="echo again\n")
     assert again.exit_code == 2, again.output
     assert first in again.output and "--allow-same-run" in again.output
