@@ -38,7 +38,7 @@ COMMANDS = {
     "retry": "producer.retry_cli",
     "status": "producer.status_cli",
     "logs": __name__,
-    "cancel": __name__,
+    "cancel": "producer.cancel_cli",
     "stage": __name__,
     "clean": "producer.clean",
     "worker": __name__,
@@ -203,41 +203,6 @@ def follow_lines(
                 after = line.id
                 emit(line)
             return state
-
-
-def cancel(
-    job: JobArg,
-    reason: Annotated[str, typer.Option(help="Recorded on the job.")] = "cancelled by user",
-    as_json: Annotated[
-        bool,
-        typer.Option(
-            "--json",
-            help='Print {"job_id", "state_before", "result"}; result is cancelled (no live '
-            "runner held it and it held no session), requested (its runner, or the adopter of "
-            "a dead one, stops it) or already_over.",
-        ),
-    ] = False,
-) -> None:
-    """Ask the job's runner to stop its session (verified) and end the job CANCELLED."""
-    ledger = _connect(load_settings())
-    job_id = ledger.find_by_prefix(job)
-    before = ledger.get(job_id).state
-    if before in TERMINAL:
-        result = "already_over"
-        text = f"Job {job_id} is already {before.name}; nothing to cancel."
-    elif ledger.cancel(job_id, reason):
-        result = "cancelled"
-        text = f"Job {job_id} cancelled: no live runner held it and it held no session."
-    else:
-        result = "requested"
-        text = (
-            f"Cancel requested for job {job_id}; its runner (or the janitor's adopter, if its "
-            "runner is gone) stops the session and ends it."
-        )
-    if as_json:
-        print(json.dumps({"job_id": job_id, "state_before": before.value, "result": result}))
-    else:
-        out.print(text)
 
 
 def worker(

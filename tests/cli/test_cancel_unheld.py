@@ -85,9 +85,9 @@ def test_cli_cancel_of_a_job_whose_claimant_died(
     job_id = _job(ledger, state=S.QUEUED, owner="dead-claimant", lock=False)
     result = runner.invoke(app, ["cancel", job_id, "--json"], env=env)
     assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout) == {
+    assert json.loads(result.stdout)["jobs"] == [{
         "job_id": job_id, "state_before": "queued", "result": "cancelled",
-    }  # fmt: skip
+    }]  # fmt: skip
     assert ledger.get(job_id).state is S.CANCELLED
     live = _job(ledger, state=S.ALLOCATING, owner="w1", lock=True)
     result = runner.invoke(app, ["cancel", live], env=env)

@@ -154,7 +154,8 @@ def test_cancel_json_says_what_happened(ledger: Ledger, env: dict[str, str | Non
     def cancel(job_id: str) -> dict[str, object]:
         result = runner.invoke(app, ["cancel", job_id, "--json"], env=env)
         assert result.exit_code == exitcodes.OK, result.output
-        data: dict[str, object] = json.loads(result.stdout)
+        (data,) = json.loads(result.stdout)["jobs"]
+        assert isinstance(data, dict)
         return data
 
     assert cancel(queued) == {"job_id": queued, "state_before": "queued", "result": "cancelled"}
