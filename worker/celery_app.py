@@ -168,12 +168,21 @@ def _start_prober(sender: Any, settings: Settings, queues: tuple[str, ...]) -> N
     """The worker's fleet duties (`worker.fleet.prober`): due capacity retries sent, and a
     drained worker probed until healthy."""
     global _prober
+    from celery.utils.nodenames import worker_direct
+
     from worker.deps import build_ledger
     from worker.fleet.prober import Prober
     from worker.session.checks import worker_host_problem
+    from worker.session.owner import find_orphaned
+
+    def adopt(job_id: str) -> None:
+        sender.app.send_task(ADOPT, args=[job_id], queue=worker_direct(sender.hostname))
 
     ledger = build_ledger(settings, retry_s=0)
-    _prober = Prober(sender.app, settings, ledger, sender.hostname, queues, worker_host_problem)
+    _prober = Prober(
+        sender.app, settings, ledger, sender.hostname, queues, worker_host_problem,
+        orphans=lambda: find_orphaned(settings, handed_over=False), adopt=adopt,
+    )  # fmt: skip
     _prober.start()
 
 

@@ -21,12 +21,14 @@ from worker.deps import build_ledger, job_dir
 from worker.errors import ColabqError, JobNotFound, SpecError, StaleOwner
 from worker.fleet.causes import Cause
 from worker.fleet.hooks import FleetHooks, build_fleet_hooks
-from worker.fleet.putback import Attempt, give_back_host, read_before_claim
+from worker.fleet.putback import Attempt, give_back_host
+from worker.records.claim import Claim, claim_and_start
 from worker.records.ledger import Ledger
+from worker.session.job import Claimed
 from worker.session.jobfiles import JobFiles
-from worker.session.owner import adopt_job, find_orphaned, own_job
+from worker.session.owner import adopt_job, find_orphaned, host_id, own_job
 from worker.settings import Settings, load_settings
-from worker.spec import decode_spec
+from worker.spec import JobSpec, decode_spec
 from worker.states import TERMINAL, JobState
 
 log = logging.getLogger(__name__)
@@ -58,41 +60,34 @@ def execute_job(
         return {"state": "refused", "reason": str(exc)}
     fleet = fleet or FleetHooks()
     try:
-        view = read_before_claim(ledger, spec.job_id, worker_name)
-    except JobNotFound:
+        # This host's own setup, before the claim: a job is owned only once it succeeded.
+        JobFiles(job_dir(settings, spec.job_id)).ensure()
+    except OSError as exc:
+        return _setup_failed(spec, settings, ledger, worker_name, fleet, exc)
+    owner = secrets.token_hex(16)
+    claimed = Claimed(nonce=secrets.token_hex(8), deadline_at=time.time() + spec.wall_cap_s)
+    got = claim_and_start(
+        ledger, spec.job_id, owner, ttl_s=settings.lease_ttl_s, worker=worker_name,
+        owner_host=host_id(settings), nonce=claimed.nonce, wall_deadline_at=claimed.deadline_at,
+    )  # fmt: skip
+    if got.claim is Claim.MISSING:
         return {"state": "refused", "reason": "no ledger record for this job"}
-    if view.state in TERMINAL:
-        return {"state": view.state.value, "reason": "already terminal"}
-    if view.state is JobState.QUEUED and view.retry_at is not None and view.retry_at > time.time():
+    if got.state in TERMINAL:
+        return {"state": got.detail, "reason": "already terminal"}
+    if got.claim is Claim.WAITING:
         # A stale copy of a job waiting for a GPU: its next try sends it again.
         return {"state": "skipped", "reason": "the job waits for a GPU; its next try is later"}
-    if view.drained:
+    if got.claim is Claim.DRAINED:
         # Taken in the moment between a drain and its cancelled consumer: straight back.
         fleet.resend(spec)
         fleet.drain(None)
         return {"state": "skipped", "reason": "this worker is drained: the job was sent back"}
-    try:
-        # This host's own setup, before the claim: a job is owned only once it succeeded.
-        JobFiles(job_dir(settings, spec.job_id)).ensure()
-    except OSError as exc:
-        why = f"state dir {settings.state_dir} is unusable: {exc}"
-        attempt = Attempt(time.time(), worker_name, Cause.HOST, why)
-        try:
-            state, reason = give_back_host(ledger, spec.job_id, "", attempt, settings.poison_hosts)
-        except StaleOwner:  # claimed or ended meanwhile by another runner: nothing to give back
-            fleet.drain(why)
-            return {"state": "skipped", "reason": "job is owned by another runner"}
-        if state is JobState.QUEUED:
-            fleet.resend(spec)
-        fleet.drain(why)
-        return {"state": state.value, "reason": reason, "put_back": Cause.HOST.value}
-    owner = secrets.token_hex(16)
-    if not ledger.claim(spec.job_id, owner, settings.lease_ttl_s):
+    if got.claim is not Claim.CLAIMED:
         # Redelivery or a duplicate message: another runner owns this job (invariant 6).
         return {"state": "skipped", "reason": "job is owned by another runner"}
     outcome = own_job(
-        spec, owner, settings, ledger,
-        worker_name=worker_name, adopted=False, on_state=on_state, beat_ledger=beat_ledger,
+        spec, owner, settings, ledger, worker_name=worker_name, adopted=False,
+        on_state=on_state, beat_ledger=beat_ledger, claimed=claimed,
     )  # fmt: skip
     if outcome.put_back == Cause.HOST.value:
         if outcome.state is JobState.QUEUED:
@@ -104,6 +99,29 @@ def execute_job(
     if outcome.put_back:
         result["put_back"] = outcome.put_back
     return result
+
+
+def _setup_failed(
+    spec: JobSpec,
+    settings: Settings,
+    ledger: Ledger,
+    worker_name: str,
+    fleet: FleetHooks,
+    exc: OSError,
+) -> dict[str, Any]:
+    """This host cannot even set the job up: it goes back to the queue, never owned, and the
+    worker drains."""
+    why = f"state dir {settings.state_dir} is unusable: {exc}"
+    attempt = Attempt(time.time(), worker_name, Cause.HOST, why)
+    try:
+        state, reason = give_back_host(ledger, spec.job_id, "", attempt, settings.poison_hosts)
+    except (StaleOwner, JobNotFound):  # claimed, ended or gone meanwhile: nothing to give back
+        fleet.drain(why)
+        return {"state": "skipped", "reason": "job is over or owned by another runner"}
+    if state is JobState.QUEUED:
+        fleet.resend(spec)
+    fleet.drain(why)
+    return {"state": state.value, "reason": reason, "put_back": Cause.HOST.value}
 
 
 def _fail_refused(payload: str, ledger: Ledger, reason: str) -> None:

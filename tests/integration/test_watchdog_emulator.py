@@ -61,6 +61,9 @@ class ListSink:
     def cancel_requested(self) -> bool:
         return self.cancel
 
+    def forwarded(self) -> int | None:
+        return 1 << 40  # everything: these tests are about the session, not the console
+
 
 @dataclass
 class Rig:

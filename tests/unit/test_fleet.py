@@ -279,3 +279,16 @@ def test_a_stale_copy_of_a_waiting_job_is_skipped(ledger: Ledger, tmp_path: Path
                             fleet=rec.hooks())  # fmt: skip
     assert out["state"] == "skipped" and "waits for a GPU" in out["reason"]
     assert ledger.get(spec.job_id).owner == "" and rec.resent == []
+
+
+def test_the_prober_takes_back_a_job_whose_owner_died_under_it_once_a_minute(
+    ledger: Ledger, tmp_path: Path
+) -> None:
+    sent: list[str] = []
+    prober = Prober(
+        FakeApp(), Settings(state_dir=tmp_path), ledger, "w1", ["gpu.t4"],  # type: ignore[arg-type]
+        lambda s: None, orphans=lambda: ["j1"], adopt=sent.append,
+    )  # fmt: skip
+    assert prober.take_back(100.0) == ["j1"]
+    assert prober.take_back(110.0) == [] and prober.take_back(150.0) == []
+    assert prober.take_back(161.0) == ["j1"] and sent == ["j1", "j1"]

@@ -23,8 +23,11 @@ def obs(
     vm: Vm = Vm.NOT_ASKED,
     cli: bool = False,
     errors: int = 0,
+    unforwarded: bool = False,
 ) -> Observation:
-    return Observation(now, phase, client, runner, endpoint, seen, record, cancel, vm, cli, errors)
+    return Observation(
+        now, phase, client, runner, endpoint, seen, record, cancel, vm, cli, errors, unforwarded
+    )
 
 
 # (case, observation, idle_since, expected act)
@@ -138,6 +141,18 @@ CASES = [
         "job finished and stored, no owner, no client: stop at once",
         obs(runner=False, vm=Vm.FINISHED),
         None,
+        Act.STOP,
+    ),
+    (
+        "job finished and stored, no owner, its console not all forwarded: an adopter may",
+        obs(runner=False, vm=Vm.FINISHED, unforwarded=True),
+        None,
+        Act.WAIT,
+    ),
+    (
+        "the same past the idle timeout: stopped (its log is in the store)",
+        obs(now=9_000.0, runner=False, vm=Vm.FINISHED, unforwarded=True),
+        1_000.0,
         Act.STOP,
     ),
     (

@@ -19,11 +19,12 @@ import pwd
 import re
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import IO, Literal, Protocol
 
 from worker.colab.parse import (
     LocalRecord,
@@ -61,8 +62,6 @@ EXPECTED_VERSION = "0.7.4"
 GPU_TYPES = ("T4", "L4", "G4", "A100", "H100")
 # Names become CLI file names (history/<name>.jsonl) and must never parse as an option.
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
-# After a kill, a grandchild that left the process group could still hold the pipes open.
-_DRAIN_TIMEOUT_S = 5.0
 
 __all__ = [
     "GPU_TYPES",
@@ -147,16 +146,10 @@ def _kill_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
 
 
-def _drain(proc: subprocess.Popen[str]) -> tuple[str, str]:
-    try:
-        out, err = proc.communicate(timeout=_DRAIN_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        for pipe in (proc.stdout, proc.stderr):
-            if pipe is not None:
-                pipe.close()
-        proc.wait()
-        return "", ""
-    return out, err
+def _text(f: IO[bytes]) -> str:
+    """What a CLI call wrote to `f` (a temporary file), as text."""
+    f.seek(0)
+    return f.read().decode("utf-8", "replace")
 
 
 class ColabCli:
@@ -211,32 +204,31 @@ class ColabCli:
     def _run(self, args: Sequence[str], timeout_s: float) -> CliCall:
         self._prepare()
         argv = self._argv(args)
-        try:
-            proc = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                env=self.exec_env(),
-                start_new_session=True,
-                text=True,
-                encoding="utf-8",
-                errors="replace",
-            )
-        except OSError as exc:
-            raise ColabError(f"Cannot run {self.binary}: {exc}") from exc
-        try:
-            out, err = proc.communicate(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            _kill_group(proc.pid)
-            out, err = _drain(proc)
-            call = CliCall(argv, None, out, err)
-            raise ColabTimeout(f"colab {args[0]} ran past {timeout_s:g} s; killed.", call) from None
-        except BaseException:
-            _kill_group(proc.pid)
-            _drain(proc)
-            raise
-        return CliCall(argv, proc.returncode, out, err)
+        # Its output goes to files, not pipes: a CLI whose caller dies (a pool process killed)
+        # finishes what it does (an assignment it writes down) instead of dying on a broken
+        # pipe at its next line, and is found and waited for by whoever owns the job next.
+        with tempfile.TemporaryFile() as out_f, tempfile.TemporaryFile() as err_f:
+            try:
+                proc = subprocess.Popen(
+                    argv, stdin=subprocess.DEVNULL, stdout=out_f, stderr=err_f,
+                    env=self.exec_env(), start_new_session=True,
+                )  # fmt: skip
+            except OSError as exc:
+                raise ColabError(f"Cannot run {self.binary}: {exc}") from exc
+            try:
+                proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                _kill_group(proc.pid)
+                proc.wait()
+                call = CliCall(argv, None, _text(out_f), _text(err_f))
+                raise ColabTimeout(
+                    f"colab {args[0]} ran past {timeout_s:g} s; killed.", call
+                ) from None
+            except BaseException:
+                _kill_group(proc.pid)
+                proc.wait()
+                raise
+            return CliCall(argv, proc.returncode, _text(out_f), _text(err_f))
 
     def _checked(self, args: Sequence[str], timeout_s: float | None = None) -> CliCall:
         call = self._run(args, self.timeout_s if timeout_s is None else timeout_s)

@@ -5,7 +5,10 @@
 - while the worker is drained it keeps its GPU queues' consumers cancelled, and, for an
   automatic drain, probes the host's health when the next probe is due (the same checks a
   worker passes to start: `checks.worker_host_problem`): healthy, it lifts the drain and takes
-  jobs again; still broken, the next probe backs off. A manual drain waits for `undrain`.
+  jobs again; still broken, the next probe backs off. A manual drain waits for `undrain`;
+- a job whose owner died under the worker (its pool process killed: Celery replaces the
+  process, not the job) is taken back: an adoption sent to the worker's own queue, as a
+  restarted worker does for its own jobs.
 """
 
 from __future__ import annotations
@@ -29,6 +32,10 @@ from worker.settings import Settings
 log = logging.getLogger(__name__)
 
 Probe = Callable[[Settings], str | None]
+# A job whose owner died under this worker is taken back again after this long, if still there;
+# the state dir is looked at this often.
+ADOPT_AGAIN_S = 60.0
+SCAN_S = 3.0
 
 
 class Prober:
@@ -41,9 +48,14 @@ class Prober:
         queues: Sequence[str],
         probe: Probe,
         tick_s: float = 1.0,
+        orphans: Callable[[], list[str]] = list,
+        adopt: Callable[[str], None] = lambda job_id: None,
     ) -> None:
         self.app, self.settings, self.ledger, self.name = app, settings, ledger, name
         self.queues, self.probe, self.tick_s = tuple(queues), probe, tick_s
+        self.orphans, self.adopt = orphans, adopt
+        self.adopted: dict[str, float] = {}
+        self.scanned_at = float("-inf")
         self.consuming = True
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="colabq-prober", daemon=True)
@@ -62,6 +74,7 @@ class Prober:
 
     def tick(self, now: float) -> None:
         self.send_due(now)
+        self.take_back(now)
         h = health.read(self.ledger.r, self.ledger.keys, self.name)
         if h is None:
             if not self.consuming:
@@ -82,6 +95,22 @@ class Prober:
                 self.ledger.r, self.ledger.keys, self.name, problem, now,
                 probe_s=self.settings.drain_probe_s, probe_max_s=self.settings.drain_probe_max_s,
             )  # fmt: skip
+
+    def take_back(self, now: float) -> list[str]:
+        """Adopt the jobs whose owner died under this worker (once a minute at most each)."""
+        sent: list[str] = []
+        if now - self.scanned_at < SCAN_S:
+            return sent
+        self.scanned_at = now
+        for job_id in self.orphans():
+            if now - self.adopted.get(job_id, float("-inf")) < ADOPT_AGAIN_S:
+                continue
+            self.adopted[job_id] = now
+            self.adopt(job_id)
+            sent.append(job_id)
+            print(f"colabq worker {self.name}: taking back job {job_id} (its owner died)",
+                  flush=True)  # fmt: skip
+        return sent
 
     def send_due(self, now: float) -> list[str]:
         sent = []

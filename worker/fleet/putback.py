@@ -49,7 +49,8 @@ local encoded = cjson.encode(list)
 redis.call('HSET', KEYS[1], 'state', 'queued', 'owner', '', 'reason', ARGV[6],
            'updated_at', ARGV[3], 'putbacks', encoded)
 redis.call('HDEL', KEYS[1], 'session', 'worker', 'wall_deadline_at', 'phase', 'owner_host',
-           'nonce', 'segment', 'restarts', 'pending_outcome', 'pending_reason')
+           'nonce', 'segment', 'restarts', 'pending_outcome', 'pending_reason',
+           'pending_cause')
 if ARGV[8] ~= '' then redis.call('HSET', KEYS[1], 'capacity_refusals', ARGV[8]) end
 if ARGV[9] ~= '' then redis.call('HSET', KEYS[1], 'capacity_since', ARGV[9]) end
 if ARGV[7] ~= '' then
@@ -165,12 +166,18 @@ def promote_due(ledger: Ledger, now: float, most: int = 100) -> list[str]:
 
 
 def give_back_host(
-    ledger: Ledger, job_id: str, owner: str, attempt: Attempt, poison_hosts: int
+    ledger: Ledger,
+    job_id: str,
+    owner: str,
+    attempt: Attempt,
+    poison_hosts: int,
+    *,
+    released: bool = False,
 ) -> tuple[JobState, str]:
     """Put the job back for a host failure; FAILED instead when it is poison (several workers
     gave it back, each for its own failure). Returns the state it is in and why."""
     reason = f"put back by {attempt.worker}: {attempt.reason}"
-    attempts = put_back(ledger, job_id, owner, attempt, reason)
+    attempts = put_back(ledger, job_id, owner, attempt, reason, released=released)
     if why := poison_reason(attempts, poison_hosts):
         try:
             ledger.transition(job_id, JobState.FAILED, owner="", reason=why)
@@ -178,22 +185,3 @@ def give_back_host(
             return JobState.QUEUED, reason  # another worker took it meanwhile
         return JobState.FAILED, why
     return JobState.QUEUED, reason
-
-
-@dataclass(frozen=True)
-class ClaimView:
-    """What a worker reads before it claims a job (one round trip)."""
-
-    state: JobState
-    retry_at: float | None
-    drained: bool
-
-
-def read_before_claim(ledger: Ledger, job_id: str, worker: str) -> ClaimView:
-    pipe = ledger.r.pipeline(transaction=False)
-    pipe.hmget(ledger.keys.job(job_id), "state", "retry_at")
-    pipe.exists(ledger.keys.worker_health(worker))
-    (state, retry_at), drained = pipe.execute()
-    if state is None:
-        raise JobNotFound(job_id)
-    return ClaimView(JobState(state.decode()), float(retry_at) if retry_at else None, bool(drained))

@@ -46,6 +46,8 @@ RUNTIME_FIELDS = frozenset(
         # begins, so an owner that dies mid-release leaves its successor the outcome).
         "pending_outcome",
         "pending_reason",
+        # For a pending QUEUED (the session released, then the job given back): its cause.
+        "pending_cause",
         # Restarts after a lost VM: the current segment (0 first) and the restarts so far.
         "segment",
         "restarts",

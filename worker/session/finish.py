@@ -179,12 +179,13 @@ class Finishing(JobRun):
             )
             state = S.CANCELLED
         if state is S.QUEUED:
-            # A VM with the wrong GPU: released, the job waits for its GPU (never while a
-            # session may still be held).
+            # Given back once its session is verified gone (never while one may be held): a
+            # VM with the wrong GPU waits for its GPU; a host failure goes to another worker.
+            cause = Cause(rec.get("pending_cause") or Cause.CAPACITY.value)
             if self._early_error is None:
                 procs.kill_job_processes(self.files.root, everything=True)
-                raise PutBack(Cause.CAPACITY, reason, released=True)
-            state = S.FAILED_NO_GPU
+                raise PutBack(cause, reason, released=True)
+            state = S.FAILED_NO_GPU if cause is Cause.CAPACITY else S.FAILED
         if state is S.RESTARTING:
             if self._early_error is not None:
                 state = S.VM_LOST  # never a second session while the first is not verified gone

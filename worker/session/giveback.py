@@ -51,8 +51,9 @@ class GivingBack(Finishing):
             reason = plan.reason
         else:
             state, reason = give_back_host(
-                d.ledger, self.job_id, self.owner, attempt, d.settings.poison_hosts
-            )
+                d.ledger, self.job_id, self.owner, attempt, d.settings.poison_hosts,
+                released=p.released,
+            )  # fmt: skip
             self.log(reason if state is S.FAILED else f"{reason}; the job goes back to the queue")
             if state is S.FAILED:
                 self._ship.close()

@@ -77,6 +77,15 @@ class RunnerDeps:
 
 
 @dataclass(frozen=True)
+class Claimed:
+    """A claim made with the job's first state change (`records.claim`): the runner starts
+    from ALLOCATING with the nonce and wall deadline the claim recorded."""
+
+    nonce: str
+    deadline_at: float
+
+
+@dataclass(frozen=True)
 class Outcome:
     state: S
     reason: str
@@ -90,9 +99,10 @@ class Outcome:
 class Finish(Exception):
     """Internal: end the run in `state` (after releasing whatever session is held)."""
 
-    def __init__(self, state: S, reason: str) -> None:
+    def __init__(self, state: S, reason: str, cause: str = "") -> None:
         super().__init__(reason)
-        self.state, self.reason = state, reason
+        # For QUEUED (the session released, then the job given back): "host" or "capacity".
+        self.state, self.reason, self.cause = state, reason, cause
 
 
 def session_name(prefix: str) -> str:
@@ -126,6 +136,10 @@ class JobRun:
 
     def _to(self, state: S, reason: str, **fields: str) -> None:
         self.d.ledger.transition(self.job_id, state, owner=self.owner, reason=reason, fields=fields)
+        self._told(state, reason)
+
+    def _told(self, state: S, reason: str) -> None:
+        """Tell the listener (Flower) of a state change recorded."""
         try:
             self.d.on_state(state, reason)
         except Exception as exc:  # monitoring must never fail a job

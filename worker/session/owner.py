@@ -29,6 +29,7 @@ from worker.fleet.causes import Cause
 from worker.fleet.putback import Attempt, give_back_host
 from worker.records.lease import Heartbeat
 from worker.records.ledger import Ledger
+from worker.session.job import Claimed
 from worker.session.jobfiles import JobFiles
 from worker.session.plan import SCRIPT
 from worker.session.runner import Outcome, RunnerDeps, resume_job, run_job
@@ -67,11 +68,15 @@ def own_job(
     adopted: bool,
     on_state: StateListener | None = None,
     beat_ledger: Ledger | None = None,
+    claimed: Claimed | None = None,
 ) -> Outcome:
     """Run (or, `adopted`, resume) a job this process now owns, under a renewed lease.
-    `beat_ledger`: the lease's own client (short retries); a worker keeps one for all its jobs."""
+    `beat_ledger`: the lease's own client (short retries); a worker keeps one for all its jobs.
+    `claimed`: the claim also moved the job to ALLOCATING and recorded its owner's host."""
     try:
-        beat, deps = _wire(spec, owner, settings, ledger, worker_name, on_state, beat_ledger)
+        beat, deps = _wire(
+            spec, owner, settings, ledger, worker_name, on_state, beat_ledger, claimed
+        )
     except (OSError, ColabqError) as exc:
         if adopted or isinstance(exc, LedgerError):
             raise
@@ -85,7 +90,7 @@ def own_job(
         with beat:
             if adopted:
                 return resume_job(spec, owner, deps)
-            return run_job(spec, owner, deps)
+            return run_job(spec, owner, deps, claimed)
     finally:
         ledger.release_lock(spec.job_id, owner)
 
@@ -98,6 +103,7 @@ def _wire(
     worker_name: str,
     on_state: StateListener | None,
     beat_ledger: Ledger | None,
+    claimed: Claimed | None = None,
 ) -> tuple[Heartbeat, RunnerDeps]:
     """The lease and the runner's side effects, built on this host (its files, its CLI
     state, its Hub token); the owner recorded."""
@@ -109,7 +115,7 @@ def _wire(
     hub = HubStore(settings.hub_endpoint(), token)
     # The job's state as this owner last recorded it: what its record says again if Redis
     # loses it (a restart without persistence) while the job runs.
-    last = [ledger.state_of(spec.job_id)]
+    last = [JobState.ALLOCATING if claimed else ledger.state_of(spec.job_id)]
     listener = on_state or (lambda state, reason: None)
 
     def noted(state: JobState, reason: str) -> None:
@@ -149,7 +155,8 @@ def _wire(
         fence=lambda: beat.fence(settings.redis_retry_s),
         served_gpus=settings.worker_gpus,
     )
-    ledger.set_fields(spec.job_id, owner=owner, owner_host=host_id(settings))
+    if claimed is None:
+        ledger.set_fields(spec.job_id, owner=owner, owner_host=host_id(settings))
     return beat, deps
 
 
@@ -175,8 +182,10 @@ def _session_of(files: JobFiles) -> dict[str, str]:
     return {}
 
 
-def find_orphaned(settings: Settings) -> list[str]:
-    """Jobs in this host's state dir whose owner process is dead and that are not over."""
+def find_orphaned(settings: Settings, *, handed_over: bool = True) -> list[str]:
+    """Jobs in this host's state dir whose owner process is dead and that are not over (and,
+    with `handed_over`, those whose owner handed them over: a restarted worker looks at both;
+    a running one only at owners that died under it, a pool process killed)."""
     root = settings.state_dir / "jobs"
     found = []
     for d in sorted(root.iterdir()) if root.is_dir() else []:
@@ -184,7 +193,11 @@ def find_orphaned(settings: Settings) -> list[str]:
         if state is None or state.phase is Phase.DONE:
             continue
         # An owner that handed over stopped acting, alive or not.
-        if state.phase is not Phase.HANDED_OVER and state.runner and state.runner.alive():
+        if state.phase is Phase.HANDED_OVER:
+            if handed_over:
+                found.append(d.name)
+            continue
+        if state.runner and state.runner.alive():
             continue
         found.append(d.name)
     return found
@@ -203,6 +216,9 @@ def adopt_job(
     is over) or has a live one (its lock is held by an owner that may be alive)."""
     rec = ledger.get(job_id)
     if rec.state in TERMINAL or rec.state is JobState.QUEUED:
+        local = JobFiles(job_dir(settings, job_id))
+        if local.root.is_dir() and local.read_runner() is not None:
+            local.write_runner(Phase.DONE)  # nothing of it is this host's to take back any more
         return None
     new_owner = secrets.token_hex(16)
     if not _take(ledger, rec.owner, job_id, new_owner, settings):

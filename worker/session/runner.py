@@ -39,7 +39,7 @@ from worker.session import plan as vmplan
 from worker.session.attach import AttachSpec
 from worker.session.follow import Ended, Follower
 from worker.session.giveback import GivingBack
-from worker.session.job import REDIS_DOWN, Finish, Outcome, RunnerDeps, to_int
+from worker.session.job import REDIS_DOWN, Claimed, Finish, Outcome, RunnerDeps, to_int
 from worker.session.start import Starting
 from worker.session.watchpolicy import Phase
 from worker.spec import JobSpec
@@ -53,12 +53,17 @@ class Runner(Starting, GivingBack):
     # Set by an outage: the attach client may have given up, its cell still in the kernel.
     _outage_seen = False
 
-    def run(self) -> Outcome:
-        """A job this worker just claimed (QUEUED, owned by us)."""
-        # The wall cap counts from before allocation, whatever the later steps take.
-        self.deadline_at = self.d.clock.time() + self.spec.wall_cap_s
+    def run(self, claimed: Claimed | None = None) -> Outcome:
+        """A job this worker just claimed: QUEUED and owned by us, or already ALLOCATING when
+        the claim made the first state change too (`claimed`)."""
         self.files.ensure()
         self._phase(Phase.CHECKING)
+        if claimed is not None:
+            self.deadline_at, self.nonce = claimed.deadline_at, claimed.nonce
+            self._told(S.ALLOCATING, f"claimed by {self.d.worker_name}")
+            return self._drive()
+        # The wall cap counts from before allocation, whatever the later steps take.
+        self.deadline_at = self.d.clock.time() + self.spec.wall_cap_s
         self.d.ledger.start_segment(self.job_id, self.owner, 0)
         self._to(
             S.ALLOCATING,
@@ -131,7 +136,7 @@ class Runner(Starting, GivingBack):
                 self._guard(rec)
                 steps[rec.state](rec)
             except Finish as f:
-                self._finish(f.state, f.reason)
+                self._finish(f.state, f.reason, f.cause)
             except PutBack as p:
                 return self._put_back(p)
             except (LeaseLost, StaleOwner, *REDIS_DOWN):
@@ -188,9 +193,10 @@ class Runner(Starting, GivingBack):
         if self.d.clock.time() >= self.deadline_at:
             raise Finish(S.TIMED_OUT, f"wall cap {self.spec.wall_cap_s:.0f}s reached")
 
-    def _finish(self, state: S, reason: str) -> None:
+    def _finish(self, state: S, reason: str, cause: str = "") -> None:
         """End in `state`: through RELEASING when a session may be held (or the direct edge
-        does not exist), else at once."""
+        does not exist), else at once. QUEUED: the session released, the job given back for
+        `cause` (`finish._release`)."""
         rec = self.d.ledger.get(self.job_id)
         if rec.state in TERMINAL:
             return
@@ -206,9 +212,10 @@ class Runner(Starting, GivingBack):
         if (holds or not can_transition(rec.state, state)) and can_transition(
             rec.state, S.RELEASING
         ):
+            cause_field = {"pending_cause": cause} if state is S.QUEUED and cause else {}
             self._to(
                 S.RELEASING, f"releasing {self.name}: {reason}",
-                pending_outcome=state.value, pending_reason=reason,
+                pending_outcome=state.value, pending_reason=reason, **cause_field,
             )  # fmt: skip
             return
         if not can_transition(rec.state, state):
@@ -264,8 +271,8 @@ class Runner(Starting, GivingBack):
         return Outcome(rec.state, rec.reason, to_int(rec.get("exit_code")), report)
 
 
-def run_job(spec: JobSpec, owner: str, deps: RunnerDeps) -> Outcome:
-    return Runner(spec, owner, deps).run()
+def run_job(spec: JobSpec, owner: str, deps: RunnerDeps, claimed: Claimed | None = None) -> Outcome:
+    return Runner(spec, owner, deps).run(claimed)
 
 
 def resume_job(spec: JobSpec, owner: str, deps: RunnerDeps) -> Outcome:

@@ -6,6 +6,7 @@ and never launches the job twice."""
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 from worker.errors import (
     BudgetExceeded,
@@ -31,6 +32,11 @@ class Starting(JobRun):
 
     def _allocate(self, rec: JobRecord) -> None:
         d = self.d
+        if self.name is not None and not self._new_started():
+            # An adopted job whose owner died before its `colab new` started: nothing was
+            # assigned for it, so it is allocated afresh.
+            self.log(f"the owner died before allocating {self.name}; allocating afresh")
+            self.name = None
         if self.name is not None:
             # An adopted job whose owner died during allocation.
             if self.endpoint is None and not self._wait_for_endpoint():
@@ -67,6 +73,7 @@ class Starting(JobRun):
         assert self.name is not None
         served = [g for g in spec.gpus if g.value in d.served_gpus] or [spec.gpu]
         refused: list[str] = []
+        self._new_marker().touch()  # an adopter tells "never started" from "may have assigned"
         for gpu in served:
             self.log(f"allocating {gpu}{' high-mem' if spec.high_mem else ''} as {self.name}")
             try:
@@ -117,6 +124,13 @@ class Starting(JobRun):
                 raise PutBack(Cause.HOST, f"pre-allocation check failed: {why}") from None
             raise Finish(S.FAILED, f"pre-allocation check failed: {why}") from None
 
+    def _new_marker(self) -> Path:
+        assert self.name is not None
+        return self.files.root / f"new-started-{self.name}"
+
+    def _new_started(self) -> bool:
+        return self._new_marker().exists()
+
     def _wait_for_endpoint(self) -> bool:
         """Adoption: a `colab new` the dead owner started may still be writing its state."""
         assert self.name is not None
@@ -136,7 +150,7 @@ class Starting(JobRun):
             )
             try:
                 d.fence()
-                d.driver.upload(name, bundle, f"/content/{vmplan.BUNDLE}")
+                self._upload_bundle(name, bundle)
             finally:
                 bundle.unlink(missing_ok=True)
             launch = self.files.root / f"launch-{self.segment}.py"
@@ -151,8 +165,26 @@ class Starting(JobRun):
             except GpuMismatch as exc:
                 # Released at once, then the job waits for its GPU like any refusal.
                 self.log(f"the VM's GPU is not the one allocated: {exc}; releasing it")
-                raise Finish(S.QUEUED, f"{exc.wanted} (the VM had {exc.got})") from None
+                raise Finish(S.QUEUED, f"{exc.wanted} (the VM had {exc.got})", "capacity") from None
         self._to(S.RUNNING, f"started detached on {name}")
+
+    def _upload_bundle(self, name: str, bundle: Path) -> None:
+        """The one bundle upload, tried twice (it overwrites the same file: a retry is safe).
+        Failing twice is this host's failure, not the job's: the session is released and the
+        job goes to another worker."""
+        remote = f"/content/{vmplan.BUNDLE}"
+        try:
+            self.d.driver.upload(name, bundle, remote)
+            return
+        except ColabError as first:
+            self.log(f"the bundle upload failed ({first.advice()}); trying once more")
+        try:
+            self.d.fence()
+            self.d.driver.upload(name, bundle, remote)
+        except ColabError as exc:
+            raise Finish(
+                S.QUEUED, f"the bundle upload failed twice: {exc.advice()}", "host"
+            ) from None
 
     def _tracker_env(self, rec: JobRecord) -> dict[str, str]:
         """The job's tracker run, in its environment."""

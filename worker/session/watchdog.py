@@ -74,6 +74,10 @@ class WatchSink(Protocol):
 
     def cancel_requested(self) -> bool: ...
 
+    def forwarded(self) -> int | None:
+        """How far into the VM's console the job's log stream holds (None: not known)."""
+        ...
+
 
 class Watchdog:
     def __init__(
@@ -85,6 +89,7 @@ class Watchdog:
         self.last: Decision | None = None
         self.status_errors = 0
         self.vm_seen = Vm.NOT_ASKED
+        self.console_bytes = 0  # the VM console's size, as its heartbeat last said
 
     # --- observing --------------------------------------------------------------------------
 
@@ -133,10 +138,22 @@ class Watchdog:
         vm = Vm.NOT_ASKED
         if seen is Seen.OURS and needs_vm_heartbeat(base):
             vm = self._vm_heartbeat(now)
+        unforwarded = False
+        if vm is Vm.FINISHED and not (client_alive or owner_alive):
+            # A finished job whose owner died before its console was forwarded: the rest of
+            # its lines are for an adopter to forward, within the idle timeout.
+            offset = self._forwarded()
+            unforwarded = offset is None or offset < self.console_bytes
         return Observation(
             now, phase, client_alive, owner_alive, endpoint, seen, record, cancel, vm,
-            cli_running, self.status_errors,
+            cli_running, self.status_errors, unforwarded,
         )  # fmt: skip
+
+    def _forwarded(self) -> int | None:
+        try:
+            return self.sink.forwarded()
+        except Exception:  # Redis down: not known
+            return None
 
     def _status(self, endpoint: str, *, again: bool = False) -> Seen:
         try:
@@ -169,6 +186,8 @@ class Watchdog:
         else:
             # No heartbeat: the wrapper never started (or this is a fresh VM).
             vm = Vm.SILENT if beat is None else beat.state(now, self.spec.heartbeat_stale_s)
+            if beat is not None:
+                self.console_bytes = beat.console_bytes
         if vm is not self.vm_seen:
             self.sink.event(f"the VM says: {vm.value}")
             self.vm_seen = vm
@@ -323,6 +342,15 @@ class RedisSink:
         """Once a poll: also the one try while Redis is down."""
         self.pending["heartbeat_at"] = repr(at)
         self._send()
+
+    def forwarded(self) -> int | None:
+        if self.down:
+            return None
+        try:
+            return self.feed.log_offset(self.job_id)
+        except Exception:
+            self.down = True
+            return None
 
     def cancel_requested(self) -> bool:
         if self.down:

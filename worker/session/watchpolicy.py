@@ -9,7 +9,8 @@ The rules of `launcher.md`, as colabq refines them (the run lives on the VM):
   never stops a job that runs, and never keeps an idle VM past its timeout. `colab status`'s
   BUSY is never used (0.7.4 leaves a killed client's label stale).
 - When nothing is busy an idle timer runs; past `idle_timeout_s` the session is stopped. A job
-  that finished with its results stored and no owner left to release the VM is stopped at once.
+  that finished with its results stored and no owner left to release the VM is stopped at once,
+  once its console is all in its log stream (else at the idle timeout: an adopter forwards it).
 - The wall cap is unconditional.
 - A session is stopped only when status shows our name at the recorded endpoint; a status error
   never counts as idle, but at the wall cap a stop may proceed if the CLI's own record still
@@ -82,6 +83,9 @@ class Observation:
     vm: Vm = Vm.NOT_ASKED
     cli_running: bool = False  # a `colab` call on this job's CLI state is alive (e.g. `new`)
     status_errors: int = 0  # consecutive failed status calls, this one included
+    # The job finished with no owner, and its console is not all in its log stream (or that is
+    # not known): an adopter may still forward it, so its VM waits for the idle timeout.
+    unforwarded: bool = False
 
 
 class Act(StrEnum):
@@ -145,7 +149,10 @@ def decide(
         return Decision(Act.STOP, "wall cap reached", idle)
     if obs.cancel_requested and obs.phase is not Phase.RECOVERING:
         return Decision(Act.STOP, "cancel requested", idle)
-    if obs.vm is Vm.FINISHED and not obs.client_alive and not obs.owner_alive:
+    # A finished job's VM with no owner left is stopped at once, once its console is all in its
+    # log stream; else the idle timeout gives an adopter the time to forward the rest.
+    finished = obs.vm is Vm.FINISHED and not (obs.client_alive or obs.owner_alive)
+    if finished and not obs.unforwarded:
         return Decision(Act.STOP, "the job finished and its results are stored; no owner", idle)
     if idle is None:
         return Decision(Act.WAIT, "busy", idle)

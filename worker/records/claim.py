@@ -1,0 +1,85 @@
+"""A worker's claim of a QUEUED job, with the job's first state change, in one Redis script.
+
+What used to take a dozen round trips (the job's state, the lock, the owner, the lease, the
+segment's reset, the ALLOCATING transition and its history entry) is one script, so a message
+reaches ALLOCATING about as fast as a plain Celery task starts (P4). It refuses, writing
+nothing, a job that is not QUEUED, whose capacity wait is not over, that another runner owns or
+holds the lock of, or a claim by a drained worker. The worker's own setup comes first: a job is
+owned only once it succeeded (`worker.tasks`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from enum import StrEnum
+
+from worker.records.ledger import Ledger
+from worker.states import JobState
+
+# KEYS: job hash, lock, leases, watch hash, history, the worker's health. ARGV: owner, lease ms,
+# lease expiry, job id, now, worker, owner host, nonce, wall deadline, reason, history entry.
+_CLAIM = """
+local st = redis.call('HGET', KEYS[1], 'state')
+if not st then return {'missing', ''} end
+if st ~= 'queued' then return {'not_queued', st} end
+local retry = redis.call('HGET', KEYS[1], 'retry_at')
+if retry and tonumber(retry) > tonumber(ARGV[5]) then return {'waiting', retry} end
+if redis.call('EXISTS', KEYS[6]) == 1 then return {'drained', ''} end
+local cur = redis.call('HGET', KEYS[1], 'owner') or ''
+if cur ~= '' and cur ~= ARGV[1] then return {'owned', ''} end
+if not redis.call('SET', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2]) then return {'owned', ''} end
+redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'owner_host', ARGV[7], 'state', 'allocating',
+           'reason', ARGV[10], 'updated_at', ARGV[5], 'worker', ARGV[6],
+           'wall_deadline_at', ARGV[9], 'nonce', ARGV[8], 'segment', '0', 'restarts', '0')
+redis.call('ZADD', KEYS[3], ARGV[3], ARGV[4])
+for _, f in ipairs(redis.call('HKEYS', KEYS[4])) do
+  if string.sub(f, 1, 5) == 'exec_' then redis.call('HDEL', KEYS[4], f) end
+end
+redis.call('HSET', KEYS[4], 'segment', '0', 'log_offset', '0')
+redis.call('RPUSH', KEYS[5], ARGV[11])
+return {'claimed', ''}
+"""
+
+
+class Claim(StrEnum):
+    CLAIMED = "claimed"
+    MISSING = "missing"  # no record
+    NOT_QUEUED = "not_queued"  # `detail` is its state
+    WAITING = "waiting"  # for a GPU: `detail` is its next try
+    DRAINED = "drained"  # this worker takes no job
+    OWNED = "owned"  # another runner owns it or holds its lock
+
+
+@dataclass(frozen=True)
+class ClaimResult:
+    claim: Claim
+    detail: str = ""
+
+    @property
+    def state(self) -> JobState | None:
+        return JobState(self.detail) if self.claim is Claim.NOT_QUEUED else None
+
+
+def claim_and_start(
+    ledger: Ledger,
+    job_id: str,
+    owner: str,
+    *,
+    ttl_s: float,
+    worker: str,
+    owner_host: str,
+    nonce: str,
+    wall_deadline_at: float,
+) -> ClaimResult:
+    """Claim `job_id` for `owner` and move it to ALLOCATING (see the module's docstring)."""
+    k, now = ledger.keys, ledger.clock.time()
+    reason = f"claimed by {worker}"
+    entry = json.dumps({"state": JobState.ALLOCATING.value, "at": now, "reason": reason})
+    keys = [k.job(job_id), k.lock(job_id), k.leases(), k.watch(job_id), k.history(job_id),
+            k.worker_health(worker)]  # fmt: skip
+    args = [owner, int(ttl_s * 1000), now + ttl_s, job_id, repr(now), worker, owner_host, nonce,
+            repr(wall_deadline_at), reason, entry]  # fmt: skip
+    raw = ledger.r.eval(_CLAIM, len(keys), *keys, *args)
+    what, detail = (x.decode() if isinstance(x, bytes) else str(x) for x in raw)
+    return ClaimResult(Claim(what), detail)
