@@ -4,7 +4,8 @@ Flower never runs open: HTTP basic auth from a file (`COLABQ_FLOWER_AUTH_FILE`, 
 `user:password` per line; never on a command line), or OAuth through Flower's own
 `FLOWER_AUTH_PROVIDER`/`FLOWER_OAUTH2_*` variables. Its state (tasks seen, their phases and
 ends) persists across restarts in `COLABQ_FLOWER_DB`. The task list shows each job's run name,
-GPU and wall cap (the task's `argsrepr`), never its spec.
+GPU and wall cap (the task's `argsrepr`), never its spec, and for a job that did not succeed its
+state, exit code and reason (the task's exception).
 """
 
 import os
@@ -54,4 +55,7 @@ Path(db).parent.mkdir(parents=True, exist_ok=True)
 state_save_interval = 30_000  # ms: a crash loses at most this much of Flower's view
 max_tasks = 10000
 natural_time = False
+# Flower's default list shows every job as `colabq.run_job` and no reason: a person could tell
+# neither which job a row is nor why it failed (tests/integration/test_flower_browser.py).
+tasks_columns = "name,uuid,state,args,exception,received,runtime,worker"
 purge_offline_workers = 3600
