@@ -145,11 +145,15 @@ def test_cli_killed_after_assignment_session_still_found_and_stopped(fleet: Flee
 
 def test_cli_killed_before_writing_state_assignment_is_never_touched(fleet: Fleet) -> None:
     fleet.emu("faults", "set", "new", json.dumps({"kill_after": "assign", "times": 1}))
-    job_id = submit(fleet, "echo never\n")
-    assert fleet.wait_terminal(job_id) is JobState.FAILED
-    assert fleet.ledger.get(job_id).get("endpoint") is None
+    job_id = submit(fleet, "echo after-a-retry\n")
+    # A `colab new` killed under the worker is the host's failure, not the job's: the job goes
+    # back to the queue (the worker drains, probes healthy, takes it again) and runs.
+    assert fleet.wait_terminal(job_id, timeout_s=120) is JobState.SUCCEEDED
+    reasons = [h.reason for h in fleet.ledger.history(job_id)]
+    assert any(r.startswith("put back by") and "colab new" in r for r in reasons), reasons
+    # The assignment the killed CLI made has no record: reported, never stopped.
     listed = fleet.colab("sessions").stdout.strip().splitlines()
-    assert len(listed) == 1 and listed[0].startswith("[?] ")  # reported, not stopped
+    assert len(listed) == 1 and listed[0].startswith("[?] ")
 
 
 def test_balance_below_budget_fails_before_allocation_and_buys_nothing(fleet: Fleet) -> None:
