@@ -24,7 +24,7 @@ from worker.errors import ColabqError
 from worker.states import TERMINAL, JobState
 
 if TYPE_CHECKING:
-    from worker.records.ledger import Ledger, LogLine
+    from worker.records.ledger import LogLine
 
 # Start-up matters (`colabq status` and `colabq preflight` are typed often): heavy imports
 # (celery, redis, pydantic, rich, huggingface_hub) happen inside the commands that need them,
@@ -165,44 +165,11 @@ def logs(
             err.print(text, markup=False, highlight=False, soft_wrap=True)
 
         notice = WaitNotices(ledger, job_id, lambda g: queue_for(g, settings.queue_prefix), say)
+    from producer.follow import follow_lines
+
     state = follow_lines(ledger, job_id, follow=follow, emit=emit, on_state=notice)
     if follow:
         raise typer.Exit(exitcodes.for_state(state))
-
-
-def follow_logs(
-    ledger: Ledger, job_id: str, *, follow: bool, write: Callable[[str], None]
-) -> JobState:
-    """`follow_lines` for callers that want each line's text only."""
-    return follow_lines(ledger, job_id, follow=follow, emit=lambda line: write(line.text))
-
-
-def follow_lines(
-    ledger: Ledger,
-    job_id: str,
-    *,
-    follow: bool,
-    emit: Callable[[LogLine], None],
-    on_state: Callable[[JobState], None] | None = None,
-) -> JobState:
-    """Emit the job's log lines; with `follow`, until the job is over. Returns its state.
-    `on_state` is told the job's state at each turn (what `logs -f` says while it waits)."""
-    after = "0-0"
-    while True:
-        if on_state is not None and follow:
-            on_state(ledger.state_of(job_id))
-        for line in ledger.read_log(job_id, after, block_ms=1000 if follow else None):
-            after = line.id
-            emit(line)
-        state = ledger.get(job_id).state
-        if not follow:
-            return state
-        if state in TERMINAL:
-            # Drain what arrived between the last read and the terminal state.
-            for line in ledger.read_log(job_id, after):
-                after = line.id
-                emit(line)
-            return state
 
 
 def worker(
@@ -270,7 +237,8 @@ def janitor(
 
     settings = load_settings()
     ledger = _connect(settings)
-    report = janitor_pass(build_janitor_deps(settings, ledger), dry_run=dry_run)
+    deps = build_janitor_deps(settings, ledger, send_with=lambda: build_app(settings))
+    report = janitor_pass(deps, dry_run=dry_run)
     if as_json:
         print(json.dumps(report.to_json()))
     else:

@@ -25,8 +25,8 @@ from rich.console import Console
 
 from producer import render
 from producer.broker import ensure_broker
-from producer.cli import follow_logs
 from producer.clictx import load_settings
+from producer.follow import follow_logs
 from producer.submit import SubmitRequest, build_spec, check_output_repo, enqueue
 from worker.celery_app import build_app
 from worker.colab.driver import ColabCli

@@ -1,7 +1,7 @@
 """What `colabq logs -f` says on stderr while its job waits in a queue, so that waiting is never
 silent: which queue(s) it waits on and how many live workers serve them; with none, that nothing
 will take it until a worker for its GPU starts, and how to start one; and when it leaves the
-queue. The job's own output goes to stdout, untouched; the log loop is `producer.cli`'s.
+queue. The job's own output goes to stdout, untouched; the log loop is `producer.follow`'s.
 """
 
 from __future__ import annotations

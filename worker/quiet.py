@@ -2,7 +2,10 @@
 
 Owns parsing the settings strings (`"22:00-07:00"`, `"Sat 00:00-24:00"`, `"Mon-Fri 12:00-13:00"`,
 `"weekends 00:00-24:00"`) and laying the windows out as aware UTC intervals over a span of
-time in a given zone, correct across DST changes. Judging a run against them is `eta.py`'s.
+time in a given zone, correct across DST changes. Judging a run against them is the
+pre-flight's (`producer/preflight/eta.py`). It sits on the worker's floor because the settings
+object (`worker/settings.py`) validates the windows it is given, and the worker never imports the
+producer.
 """
 
 from __future__ import annotations

@@ -122,7 +122,7 @@ class Settings(BaseSettings):
     # GPU types this worker serves (one queue each: gpu.<type>): `T4,A100` or `["T4","A100"]`.
     worker_gpus: Annotated[tuple[str, ...], NoDecode] = ALL_GPUS
     # Local times a run should not span (the pre-flight's ETA check warns): comma-separated,
-    # a day list kept whole, e.g. `22:00-07:00,Sat,Sun 00:00-24:00` (producer/preflight/quiet.py).
+    # a day list kept whole, e.g. `22:00-07:00,Sat,Sun 00:00-24:00` (worker/quiet.py).
     quiet_windows: Annotated[tuple[str, ...], NoDecode] = ()
     janitor_interval_s: float = Field(default=60.0, gt=0)
     # A terminal job's record, history and log stream expire this long after it ended.
@@ -243,9 +243,8 @@ class Settings(BaseSettings):
     @classmethod
     def _quiet_windows(cls, v: object) -> object:
         if v == ():
-            return v  # the default: a worker host never imports the pre-flight's parser
-        # The window syntax is the pre-flight's; imported here, where it is first needed.
-        from producer.preflight.quiet import QuietWindowError, parse_quiet_window
+            return v  # the default: the windows' parser is not even imported
+        from worker.quiet import QuietWindowError, parse_quiet_window
 
         items = _list_items(v, split_quiet_windows)
         if not isinstance(items, list | tuple) or not all(isinstance(i, str) for i in items):

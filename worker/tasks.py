@@ -1,4 +1,5 @@
-"""Thin Celery tasks: decode the spec, take the job's lock, call the runner, settle.
+"""Thin Celery tasks: decode the spec, take the job's lock, call the runner, settle; each task
+registered, under its name in `worker.tasknames`, by this module itself.
 
 All logic lives in plain functions (`execute_job`) that take their side effects as arguments.
 """
@@ -15,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from celery import shared_task
 from celery.signals import worker_process_init
 
 from worker.deps import build_ledger, job_dir
@@ -26,10 +28,11 @@ from worker.records.claim import Claim, claim_and_start
 from worker.records.ledger import Ledger
 from worker.session.job import Claimed
 from worker.session.jobfiles import JobFiles
-from worker.session.owner import adopt_job, find_orphaned, host_id, own_job
+from worker.session.owner import adopt_job, host_id, own_job
 from worker.settings import Settings, load_settings
 from worker.spec import JobSpec, decode_spec
 from worker.states import TERMINAL, JobState
+from worker.tasknames import ADOPT, JANITOR, RUN_JOB
 
 log = logging.getLogger(__name__)
 
@@ -235,21 +238,24 @@ def adopt_task(self: Any, job_id: str) -> dict[str, Any]:
     )
 
 
-def orphans_to_adopt(settings: Settings, queues: list[str]) -> list[str]:
-    """At a worker's start: its own unfinished jobs, if it serves GPU queues (the beat's
-    janitor worker does not: it must stay free for the janitor)."""
-    if not any(".gpu." in f".{q}" or q.startswith("gpu.") for q in queues):
-        return []
-    return find_orphaned(settings)
-
-
-def janitor_task() -> list[str]:
+def janitor_task(self: Any) -> list[str]:
     from worker.janitor.run import janitor_pass
     from worker.janitor.wiring import build_janitor_deps
 
     ctx = worker_context()
-    report = janitor_pass(build_janitor_deps(ctx.settings, ctx.ledger), dry_run=False)
+    deps = build_janitor_deps(ctx.settings, ctx.ledger, send_with=lambda: self.app)
+    report = janitor_pass(deps, dry_run=False)
     lines: list[str] = report.lines()
     for line in lines:
         log.info(line)
     return lines
+
+
+# Each task registers itself with the app that imports this module (a worker, through
+# `worker.celery_app.WORKER_MODULES`): the app's module names this one and never imports it. A
+# job that did not succeed fails its task (FAILURE in Flower, with the reason): an expected
+# outcome, logged in one line without a traceback.
+_ENDED = (JobDidNotSucceed,)
+shared_task(name=RUN_JOB, bind=True, throws=_ENDED)(run_job_task)
+shared_task(name=ADOPT, bind=True, throws=_ENDED)(adopt_task)
+shared_task(name=JANITOR, bind=True)(janitor_task)

@@ -4,7 +4,7 @@ Owns hours = epochs x seconds-per-epoch / 3600, the end time in the local zone (
 region beside its abbreviation), the quiet-window and time-limit judgements (the job's own
 time limit inside the wall cap) and the advice that goes with them (defer to a start that
 fits, or split into resumed segments). All arithmetic is on aware datetimes in UTC, so day
-boundaries and DST changes come out right. Parsing windows is `quiet.py`'s.
+boundaries and DST changes come out right. Parsing windows is `worker/quiet.py`'s.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from producer.preflight.quiet import QuietInterval, QuietWindow, quiet_intervals
 from producer.preflight.report import CheckName, Finding, Verdict
+from worker.quiet import QuietInterval, QuietWindow, quiet_intervals
 
 DEFER_HORIZON = timedelta(days=14)
 

@@ -23,11 +23,11 @@ from producer.preflight.eta import check_eta
 from producer.preflight.launch_scan import scan_launch_script
 from producer.preflight.monitoring import check_monitoring
 from producer.preflight.paths import check_paths
-from producer.preflight.quiet import parse_quiet_windows
 from producer.preflight.remote import RemoteChecker
 from producer.preflight.report import Report, validate_waivers
 from producer.preflight.run_name import check_run_name
 from producer.preflight.values import as_number
+from worker.quiet import parse_quiet_windows
 
 # Scanned, in this order, when no launch script is named.
 DEFAULT_LAUNCH_SCRIPTS = (

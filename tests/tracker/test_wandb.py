@@ -23,7 +23,8 @@ from worker.records.ledger import Ledger
 from worker.settings import Settings
 from worker.states import JobState as S
 from worker.store.artifacts import Verification
-from worker.tracker.runs import clients_from, open_run, run_env
+from worker.tracker.clients import clients_from, open_run
+from worker.tracker.runs import run_env
 
 KEY = "wandb-canary-key-0c81d2e4"
 ENTITY, PROJECT = "alice", "vision"

@@ -188,15 +188,12 @@ def describe(graph: Graph) -> str:
     return "\n".join(lines)
 
 
-# Today's four knots (issue 18), broken by the commit that removes this mark.
-@pytest.mark.xfail(strict=True, reason="four import cycles, issue 18: broken next")
 def test_colabqs_modules_import_one_another_without_a_cycle() -> None:
     graph = build_graph()
     cycles = find_cycles(graph)
     assert not cycles, describe(graph)
 
 
-@pytest.mark.xfail(strict=True, reason="worker.settings imports producer.preflight.quiet")
 def test_the_worker_imports_nothing_from_the_producer() -> None:
     # The floors: the producer (the command a user runs) builds on the worker's contract,
     # settings and records; the worker never needs the producer's code.

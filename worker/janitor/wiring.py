@@ -7,7 +7,8 @@ needs the account's Colab credentials and the worker settings, nothing else).
   janitor's, the results recovered first if the VM holds their only copy, then the verified stop;
 - an adoption: `colabq adopt JOB` started detached (it runs until the job ends; a pass never
   waits for a job);
-- a resend: the job's own message, under its own id, to its GPU queue;
+- a resend: the job's own message, under its own id, to its GPU queue, through the app of
+  whoever runs the pass (passed in: this module never imports the app, whose worker runs it);
 - the queues: which jobs' messages wait in them (the broker's Redis lists);
 - the trackers: MLflow and W&B clients for the settings this host has (their credentials are
   files on this host; building them calls nothing).
@@ -19,7 +20,9 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from worker.clock import SystemClock
 from worker.colab.driver import ServerSession
@@ -36,8 +39,12 @@ from worker.session.plan import remote_job_dir
 from worker.session.recovery import recover_results
 from worker.settings import Settings
 from worker.spec import Gpu, JobSpec, queue_for
-from worker.store.artifacts import Verification, build_store
-from worker.tracker.runs import clients_from
+from worker.store.artifacts import Verification
+from worker.store.build import build_store
+from worker.tracker.clients import clients_from
+
+if TYPE_CHECKING:
+    from celery import Celery
 
 # kombu's Redis transport keeps a queue's priorities in lists named queue + sep + priority.
 _PRIORITY_SEP = "\x06\x16"
@@ -48,7 +55,11 @@ def janitor_dir(settings: Settings) -> Path:
     return settings.state_dir / "janitor"
 
 
-def build_janitor_deps(settings: Settings, ledger: Ledger) -> JanitorDeps:
+def build_janitor_deps(
+    settings: Settings, ledger: Ledger, *, send_with: Callable[[], Celery]
+) -> JanitorDeps:
+    """`send_with` gives the Celery app a resend goes through, called only when a job is sent
+    again (the janitor task's own app; the command's, built then)."""
     token = read_token(settings.hf_token_file)
     home = janitor_dir(settings)
     endpoint = settings.hub_endpoint()
@@ -103,10 +114,9 @@ def build_janitor_deps(settings: Settings, ledger: Ledger) -> JanitorDeps:
         return f"adopter pid {proc.pid}"
 
     def resend(spec: JobSpec) -> str:
-        from worker.celery_app import build_app
         from worker.fleet.dispatch import send_job
 
-        return f"to {', '.join(send_job(build_app(settings), spec, settings.queue_prefix))}"
+        return f"to {', '.join(send_job(send_with(), spec, settings.queue_prefix))}"
 
     def queued_ids() -> set[str]:
         return waiting_job_ids(ledger, settings.queue_prefix)

@@ -38,7 +38,7 @@ from worker.session.watchpolicy import Phase
 from worker.settings import Settings
 from worker.spec import JobSpec
 from worker.states import TERMINAL, JobState
-from worker.store.artifacts import build_store
+from worker.store.build import build_store
 
 StateListener = Callable[[JobState, str], None]
 

@@ -22,7 +22,8 @@ from worker.session.job import Finish, JobRun, session_name
 from worker.session.launch import launch_job
 from worker.session.watchpolicy import Phase
 from worker.states import JobState as S
-from worker.tracker.runs import TrackerRef, open_run, run_env
+from worker.tracker.clients import open_run
+from worker.tracker.runs import TrackerRef, run_env
 
 
 class Starting(JobRun):

@@ -1,8 +1,9 @@
 """The artifact store seam: where a job's results are durably kept, and proof that they are.
 
 `ArtifactStore` is what the runner depends on. `LocalStore` serves `kind="local"` destinations
-(rehearsals on the emulator, whose "VM" writes to this machine's disk); the Hub store serves
-`kind="hf"`. Layout, both kinds: `<prefix>/logs/<job>/{job.log,exit_code}` and
+(rehearsals on the emulator, whose "VM" writes to this machine's disk); the Hub store
+(`hub.py`, built on this module's layout and `Verification`) serves `kind="hf"`; `build.py`
+picks one for a destination. Layout, both kinds: `<prefix>/logs/<job>/{job.log,exit_code}` and
 `<prefix>/<basename of each sync path>`.
 """
 
@@ -100,13 +101,3 @@ class LocalStore:
         ok = not missing and exit_code is not None
         detail = "" if ok else f"missing: {', '.join(missing) or 'a readable exit_code'}"
         return Verification(ok, exit_code, tuple(present), tuple(missing), detail)
-
-
-def build_store(
-    dest: ArtifactDest, *, endpoint: str | None = None, token: str | None = None
-) -> ArtifactStore:
-    if dest.kind == "local":
-        return LocalStore()
-    from worker.store.hub import HubStore
-
-    return HubStore(endpoint, token)

@@ -1,4 +1,4 @@
-"""The tracker run of a job: its reference, the environment the job gets, and opening it.
+"""The tracker run of a job: its reference, the environment the job gets, how it is closed.
 
 Where the tracker allows it, colabq decides the run's id before the job starts, so the janitor
 can find the run again when the job dies without closing it:
@@ -10,14 +10,16 @@ can find the run again when the job dies without closing it:
 
 The reference is recorded on the job (`tracker_run`: "mlflow:<run id>" or
 "wandb:<entity>/<project>/<run id>"). Credentials are files named in the settings of the host
-that calls the tracker; they never reach the job's environment, Redis or a log line.
+that calls the tracker; they never reach the job's environment, Redis or a log line. Opening a
+run and a host's clients, which need the two trackers' modules (each built on this one), are
+`clients.py`'s.
 """
 
 from __future__ import annotations
 
 import re
 import urllib.parse
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -25,7 +27,6 @@ from typing import Protocol
 
 from worker.errors import ColabqError, TrackerError
 from worker.settings import Settings
-from worker.spec import JobSpec
 from worker.states import JobState
 
 MLFLOW = "mlflow"
@@ -105,22 +106,6 @@ class OpenedRun:
     experiment_id: str | None = None  # MLflow
 
 
-def open_run(spec: JobSpec, settings: Settings) -> OpenedRun | None:
-    """The run a job with a tracker logs to, opened where the tracker needs it (a remote call for
-    MLflow); None when colabq cannot assign one (no tracker, or no MLflow server configured).
-    Raises TrackerError when the tracker cannot be reached."""
-    if spec.tracker == MLFLOW and settings.mlflow_tracking_uri:
-        from worker.tracker.mlflow_runs import MlflowRuns
-
-        return MlflowRuns.from_settings(settings).open(spec)
-    if spec.tracker == WANDB:
-        project = spec.tracker_project or settings.wandb_project
-        return OpenedRun(
-            TrackerRef(WANDB, wandb_run_id(spec.job_id), settings.wandb_entity, project)
-        )
-    return None
-
-
 def wandb_run_id(job_id: str) -> str:
     """W&B run ids are [a-z0-9]; a job id already is (and so every segment resumes the run)."""
     return job_id
@@ -173,17 +158,3 @@ def scrub(text: str, secrets: Iterable[str | None]) -> str:
 
 def bounded(reason: str) -> str:
     return reason if len(reason) <= MAX_REASON else reason[: MAX_REASON - 1] + "…"
-
-
-def clients_from(settings: Settings) -> Mapping[str, TrackerRuns]:
-    """The trackers this host can reach, by kind (a janitor's, from its settings)."""
-    found: dict[str, TrackerRuns] = {}
-    if settings.mlflow_tracking_uri:
-        from worker.tracker.mlflow_runs import MlflowRuns
-
-        found[MLFLOW] = MlflowRuns.from_settings(settings)
-    if settings.wandb_api_key_file is not None:
-        from worker.tracker.wandb_runs import WandbRuns
-
-        found[WANDB] = WandbRuns.from_settings(settings)
-    return found

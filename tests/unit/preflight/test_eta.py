@@ -8,8 +8,8 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from producer.preflight.eta import check_eta
-from producer.preflight.quiet import QuietWindowError, parse_quiet_window, parse_quiet_windows
 from producer.preflight.report import Verdict
+from worker.quiet import QuietWindowError, parse_quiet_window, parse_quiet_windows
 
 TOKYO = ZoneInfo("Asia/Tokyo")
 NEW_YORK = ZoneInfo("America/New_York")

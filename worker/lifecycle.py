@@ -1,0 +1,127 @@
+"""A worker process's start and stop, as Celery's signals: refuse to start on a host that would
+fail every job, take back the jobs it owned before it died, publish its card (`colabq
+workers`), run its fleet duties (`worker.fleet.prober`), and withdraw them when it stops.
+
+Imported by the worker when it starts (`worker.celery_app.WORKER_MODULES`, Celery's `include`),
+never by the app's module; the heavy pieces are imported inside the handlers.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+from celery.signals import worker_init, worker_ready, worker_shutdown
+
+from worker.settings import Settings, load_settings
+from worker.tasknames import ADOPT, RUN_JOB
+
+
+@worker_init.connect  # type: ignore[untyped-decorator]
+def _refuse_unless_ready(sender: Any, **_: Any) -> None:
+    """A host that would fail every job it takes (no `colab`, a wrong version, no account, an
+    unwritable state dir, a bad token file) refuses to start, in one line."""
+    from worker.session.checks import worker_host_problem
+
+    problem = worker_host_problem(load_settings())
+    if problem is not None:
+        print(f"colabq worker: not starting: {problem}", file=sys.stderr, flush=True)
+        os._exit(2)  # before Celery consumes anything; no traceback for a known problem
+
+
+@worker_ready.connect  # type: ignore[untyped-decorator]
+def _adopt_own_orphans(sender: Any, **_: Any) -> None:
+    """A worker restarted after a crash takes back the jobs it owned (found in its state dir)."""
+    from celery.utils.nodenames import worker_direct
+
+    queues = list(sender.app.amqp.queues.consume_from or {})
+    for job_id in orphans_to_adopt(load_settings(), queues):
+        sender.app.send_task(ADOPT, args=[job_id], queue=worker_direct(sender.hostname))
+
+
+_card_keeper: Any = None
+
+
+@worker_ready.connect  # type: ignore[untyped-decorator]
+def _publish_card(sender: Any, **_: Any) -> None:
+    """The worker's card in Redis (`colabq workers`; `colabq submit` warns when no live worker
+    serves a job's queue), renewed until the worker stops."""
+    global _card_keeper
+    import socket
+    import time
+
+    from celery.worker import state
+
+    from worker.deps import build_redis
+    from worker.records.fleet import CardKeeper, WorkerCard
+    from worker.records.keys import Keys
+
+    settings = load_settings()
+    gpu_prefix = f"{settings.queue_prefix}gpu."
+    queues = tuple(sorted(q for q in (sender.app.amqp.queues.consume_from or {})
+                          if q.startswith(gpu_prefix)))  # fmt: skip
+    if not queues:
+        return  # beat's janitor worker serves no GPU queue: not a worker jobs can go to
+    now = time.time()
+    card = WorkerCard(
+        name=sender.hostname, host=socket.gethostname(),
+        gpus=tuple(q.removeprefix(gpu_prefix).upper() for q in queues), queues=queues,
+        job_id=None, beat_at=now, started_at=now,
+    )  # fmt: skip
+
+    def current_job() -> str | None:
+        for req in list(state.active_requests):
+            if req.task_name == RUN_JOB:
+                return str(req.id).split(".", 1)[0]  # a fallback type's copy: `<job id>.<type>`
+            if req.task_name == ADOPT and req.args:
+                return str(req.args[0])
+        return None
+
+    client = build_redis(settings, retry_s=0)  # a beat skipped in an outage; the card lives on
+    _card_keeper = CardKeeper(client, Keys(settings.key_prefix), card, current_job)
+    _card_keeper.start()
+    _start_prober(sender, settings, queues)
+
+
+_prober: Any = None
+
+
+def _start_prober(sender: Any, settings: Settings, queues: tuple[str, ...]) -> None:
+    """The worker's fleet duties (`worker.fleet.prober`): due capacity retries sent, and a
+    drained worker probed until healthy."""
+    global _prober
+    from celery.utils.nodenames import worker_direct
+
+    from worker.deps import build_ledger
+    from worker.fleet.prober import Prober
+    from worker.session.checks import worker_host_problem
+    from worker.session.owner import find_orphaned
+
+    def adopt(job_id: str) -> None:
+        sender.app.send_task(ADOPT, args=[job_id], queue=worker_direct(sender.hostname))
+
+    ledger = build_ledger(settings, retry_s=0)
+    _prober = Prober(
+        sender.app, settings, ledger, sender.hostname, queues, worker_host_problem,
+        orphans=lambda: find_orphaned(settings, handed_over=False), adopt=adopt,
+    )  # fmt: skip
+    _prober.start()
+
+
+@worker_shutdown.connect  # type: ignore[untyped-decorator]
+def _withdraw_card(**_: Any) -> None:
+    if _card_keeper is not None:
+        _card_keeper.stop()
+    if _prober is not None:
+        _prober.stop()
+
+
+def orphans_to_adopt(settings: Settings, queues: list[str]) -> list[str]:
+    """At a worker's start: its own unfinished jobs, if it serves GPU queues (the beat's
+    janitor worker does not: it must stay free for the janitor)."""
+    from worker.session.owner import find_orphaned
+
+    if not any(".gpu." in f".{q}" or q.startswith("gpu.") for q in queues):
+        return []
+    return find_orphaned(settings)
