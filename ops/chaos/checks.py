@@ -1,4 +1,4 @@
-"""The nine counters of a scenario group, computed from what the outside world saw: the emulated
+"""The counters of a scenario group, computed from what the outside world saw: the emulated
 account's billing (every assignment, open or ended, with its times), the ledger, the store, the
 job scripts' own end times and /proc. Nothing here asks colabq what it thinks it did.
 """
@@ -31,6 +31,8 @@ class Counters:
     foreign_stops: int = 0
     leftovers: int = 0
     gpu_s_over: int = 0
+    lines: int = 0
+    unmet: int = 0
     details: list[str] = field(default_factory=list, compare=False)
 
     def values(self) -> list[int]:
@@ -53,6 +55,8 @@ HEADERS = (
     "foreign stops",
     "leftover processes",
     "GPU-s beyond bounds",
+    "lost/dup lines",
+    "unmet checks",
 )
 
 
@@ -93,6 +97,8 @@ def finish(
     for pid in _leftovers(group, marks):
         c.leftovers += 1
         c.details.append(f"leftover process {pid}: {_cmdline(pid)[:160]}")
+    c.unmet = len(group.unmet)
+    c.details.extend(f"unmet: {u}" for u in group.unmet)
     return c
 
 
@@ -168,8 +174,9 @@ def _sessions(group: Group, seen: Seen, c: Counters) -> None:
             c.details.append(f"duplicate: {ep} was assigned for no job colabq recorded")
         for job in mine:
             per_job[job] += 1
+    wanted = {j.job_id: j.assignments for j in group.jobs if j.assignments is not None}
     for job, n in per_job.items():
-        segments = _segments(group, job)
+        segments = wanted.get(job) or _segments(group, job)
         if n > segments:
             c.duplicates += n - segments
             c.details.append(f"duplicate: job {job} had {n} assignments for {segments} segment(s)")
@@ -217,6 +224,8 @@ def _jobs(group: Group, seen: Seen, c: Counters, has: ArtifactCheck) -> None:
         if j.job_id in seen.stuck:
             c.stuck += 1
             c.details.append(f"stuck: {tag} not terminal {j.deadline_s:.0f} s after submission")
+        if j.lines and rec is not None:
+            _lines(group, j, tag, c)
         ended = _ended_at(j)
         if ended is None:
             continue
@@ -234,6 +243,22 @@ def _jobs(group: Group, seen: Seen, c: Counters, has: ArtifactCheck) -> None:
                 f"GPU held: {tag} released {last - ended:.1f} s after its end (bound "
                 f"{j.bound_s:.0f} s)"
             )
+
+
+def _lines(group: Group, plan: JobPlan, tag: str, c: Counters) -> None:
+    """line-1 .. line-N each exactly once in the job's log stream: a missing or repeated line
+    counts once per line."""
+    seen: dict[str, int] = defaultdict(int)
+    for text in group.fleet.output(plan.job_id):
+        if text.startswith("line-"):
+            seen[text] += 1
+    want = {f"line-{i}" for i in range(1, plan.lines + 1)}
+    missing = len(want - set(seen))
+    repeated = sum(n - 1 for t, n in seen.items() if t in want and n > 1)
+    extra = sum(n for t, n in seen.items() if t not in want)
+    if missing or repeated or extra:
+        c.lines += missing + repeated + extra
+        c.details.append(f"lines: {tag} {missing} missing, {repeated} repeated, {extra} unknown")
 
 
 def _assignment_ends(seen: Seen) -> dict[str, float]:

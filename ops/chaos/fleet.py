@@ -52,6 +52,8 @@ class JobPlan:
     artifacts: tuple[str, ...]  # paths under the run's prefix the store must hold afterwards
     deadline_s: float  # from submission: terminal by then, or the job is stuck
     submitted_at: float = field(default_factory=time.monotonic)
+    lines: int = 0  # line-1 .. line-N must each be in its log stream exactly once (0: unchecked)
+    assignments: int | None = None  # its assignments, when not one per segment
 
 
 def job_script(ended: Path, body: str, *, ckpt: bool = True) -> str:
@@ -76,6 +78,7 @@ class Group:
     foreign: dict[str, str] = field(default_factory=dict)  # endpoint -> whose
     jobs: list[JobPlan] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    unmet: list[str] = field(default_factory=list)  # a scenario's own checks that failed
     janitor_passes: int = 0
     _seq: int = 0
 
@@ -120,6 +123,8 @@ class Group:
         idle: str = "5s",
         ckpt: bool = True,
         dest: tuple[str, ...] | None = None,
+        lines: int = 0,
+        assignments: int | None = None,
     ) -> JobPlan:
         self._seq += 1
         run = f"chaos-{self.name}-{self._seq}"
@@ -138,10 +143,25 @@ class Group:
             raise RuntimeError(f"submit {run}: {res.output}")
         plan = JobPlan(
             str(json.loads(res.output)["jobs"][0]["job_id"]), scenario, run, expect, bound_s, ended,
-            ("ckpt/m.pt",) if ckpt else (), deadline_s,
+            ("ckpt/m.pt",) if ckpt else (), deadline_s, lines=lines, assignments=assignments,
         )  # fmt: skip
         self.jobs.append(plan)
         return plan
+
+    def check(self, ok: object, what: str) -> bool:
+        """A scenario's own expectation (a worker drained, a job on its fallback GPU): one that
+        fails counts in the table's "unmet checks"."""
+        if not ok:
+            self.unmet.append(what)
+        return bool(ok)
+
+    def cli(self, *argv: str, env: dict[str, str] | None = None) -> object:
+        """`colabq ARGV --json` in this deployment, its parsed output (raises on failure)."""
+        with _submit_lock:
+            res = _runner.invoke(app, [*argv, "--json"], env=env or self.env)
+        if res.exit_code != 0:
+            raise RuntimeError(f"colabq {' '.join(argv)}: {res.output}")
+        return json.loads(res.output)
 
     def state(self, job_id: str) -> JobState | None:
         try:
@@ -166,6 +186,15 @@ class Group:
     def add_workers(self, n: int) -> None:
         for i in range(n):
             self.extra_workers.append(start_worker(self.env, self.root / f"worker-{i + 2}.log"))
+
+    def add_worker(
+        self, env: dict[str, str], name: str, queues: tuple[str, ...] = ("gpu.t4",)
+    ) -> subprocess.Popen[bytes]:
+        """One more worker with its own environment (another host, other GPU types), serving
+        `queues` (without the deployment's queue prefix); stopped with the group."""
+        proc = start_worker_on(env, self.root / f"worker-{name}.log", queues)
+        self.extra_workers.append(proc)
+        return proc
 
     def kill_worker(self) -> None:
         """SIGKILL the worker (main and pool) and start another on the same host: a crash,
@@ -220,6 +249,25 @@ class Group:
         finally:
             stop.set()
             t.join(timeout=130)
+
+
+def start_worker_on(
+    env: dict[str, str], log: Path, queues: tuple[str, ...], ready_s: float = 60.0
+) -> subprocess.Popen[bytes]:
+    """A Celery worker serving `queues` (the tests' `start_worker` serves gpu.t4 only)."""
+    prefix = env["COLABQ_QUEUE_PREFIX"]
+    argv = [sys.executable, "-m", "celery", "-A", "worker.celery_app", "worker",
+            "-Q", ",".join(f"{prefix}{q}" for q in queues), "-c", "1",
+            "-n", f"chaos-{secrets.token_hex(3)}@%h", "-l", "INFO", "-E"]  # fmt: skip
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)  # fmt: skip
+    if not wait_until(lambda: b"ready." in log.read_bytes() or proc.poll() is not None, ready_s):
+        stop_worker(proc)
+        raise RuntimeError(f"worker on {queues} not ready in {ready_s:.0f} s")
+    if proc.poll() is not None:
+        raise RuntimeError(f"worker on {queues} died: {log.read_text()[-500:]}")
+    return proc
 
 
 def wait_until(cond: Callable[[], object], timeout_s: float, poll_s: float = 0.05) -> bool:

@@ -26,6 +26,12 @@ Groups (each its own deployment: key prefix, queues, state dirs, emulated accoun
 - `cli-faults`: `colab status` 503s, stale BUSY (attach client killed), endpoint mismatch (the
   name reassigned by hand), a hung `colab exec`, preemption without and with a restart.
 - `many-jobs`: `--jobs` jobs over 4 workers.
+- `broken-login`, `broken-state-dir`, `capacity` (`ops/chaos/members.py`): one host's Colab
+  login (a 401 for that HOME) or its state dir breaks under a healthy second host, and `colab
+  new` refused (412), an accelerator refused (the `--gpu A100,L4` fallback), another GPU served.
+- `launch-exec-kill`, `retained-orphan`, `redis-down-3min`, `token-expiry`
+  (`ops/chaos/recovery.py`): the lingering launch exec SIGKILLed, a RETAINED job's host lost,
+  Redis down `--long-outage` s (180) mid-run, proxy tokens of 6 s under jobs of ~30 s.
 Beat's janitor (`colabq janitor --act` from another host's env, short graces) runs every few
 seconds during the kill, host, Hub and CLI groups: it adopts, resends and stops orphans, and must
 leave the user's assignments alone. `--quick` runs kill-9 (before claim, mid-run, release, once)
@@ -47,6 +53,11 @@ The counters (per group, then the total):
   the end (exec clients, `colab exec`, watchdogs, adopters), the user's VMs excepted.
 - GPU-s beyond bounds: per job, seconds its VM stayed assigned after the job's own end time
   (written by the job script) beyond the bound: 30 s (worker SIGKILLed, or none), 60 s (host).
+- lost/dup lines: for a job that prints numbered lines and must show each once (the newer
+  groups), each line missing from its log stream or there more than once.
+- unmet checks: a group's own expectations the other counters cannot see (a broken worker shown
+  drained, then undrained; a job on its fallback GPU; refusals counted; a job never RUNNING after
+  its VM ended; results recovered to the adopter's host), each one that failed.
 A group that crashed or could not run says so ("not run") instead of showing zeros.
 """
 
@@ -62,7 +73,7 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
-from ops.chaos import matrix_run
+from ops.chaos import matrix_run, members, recovery
 from ops.chaos import scenarios as sc
 from ops.chaos.checks import HEADERS, Counters
 from ops.chaos.fleet import Group
@@ -81,8 +92,8 @@ def plan(args: argparse.Namespace) -> dict[str, Runner]:
     repeat = 1 if quick else args.repeat
     jobs = min(args.jobs, 8) if quick else args.jobs
 
-    def named(name: str, body: sc.Body) -> Runner:
-        return lambda root: sc.run_group(name, root, REDIS_URL, body)
+    def named(name: str, body: sc.Body, env: dict[str, str] | None = None) -> Runner:
+        return lambda root: sc.run_group(name, root, REDIS_URL, body, env)
 
     groups: dict[str, Runner] = {
         "kill-9": named("kill-9", lambda g: sc.kills(g, repeat, points)),
@@ -93,6 +104,15 @@ def plan(args: argparse.Namespace) -> dict[str, Runner]:
         "hub-down": _hub_down,
         "cli-faults": named("cli-faults", sc.cli_faults),
         "many-jobs": named("many-jobs", lambda g: sc.many_jobs(g, jobs, 4)),
+        "broken-login": named("broken-login", members.broken_login, members.MEMBERS_ENV),
+        "broken-state-dir": named(
+            "broken-state-dir", members.broken_state_dir, members.MEMBERS_ENV
+        ),
+        "capacity": named("capacity", members.capacity, members.MEMBERS_ENV),
+        "launch-exec-kill": named("launch-exec-kill", recovery.launch_exec_kill),
+        "retained-orphan": _retained_orphan,
+        "redis-down-3min": partial(_redis_down_long, args.long_outage),
+        "token-expiry": named("token-expiry", recovery.token_expiry, recovery.TOKEN_ENV),
     }
     if quick:
         groups = {k: v for k, v in groups.items() if k in ("kill-9", "many-jobs")}
@@ -115,6 +135,22 @@ def _with_redis(name: str, persist: bool, outage_s: float, root: Path) -> sc.Out
         return sc.run_group(name, root, r.url, body)
 
 
+def _redis_down_long(outage_s: float, root: Path) -> sc.Outcome:
+    name = "redis-down-3min"
+    with sc.private_redis(root / f"{name}-redis") as r:
+        body = partial(recovery.redis_down_long, r=r, outage_s=outage_s)
+        return sc.run_group(name, root, r.url, body, recovery.REDIS_ENV)
+
+
+def _retained_orphan(root: Path) -> sc.Outcome:
+    from ops.chaos.hub import hub_env
+
+    with hub_env(root / "hub-retained") as (env, hub, has):
+        body = partial(recovery.retained_orphan, hub=hub)
+        env = {**env, **recovery.RETAINED_ENV}
+        return sc.run_group("retained-orphan", root, REDIS_URL, body, env, artifact_in_store=has)
+
+
 def _hub_down(root: Path) -> sc.Outcome:
     from ops.chaos.hub import hub_env
 
@@ -125,7 +161,7 @@ def _hub_down(root: Path) -> sc.Outcome:
 
 
 def table(outcomes: list[sc.Outcome]) -> tuple[str, bool]:
-    """One table: the nine counters per group and their total; ok only if all ran and are 0."""
+    """One table: the counters per group and their total; ok only if all ran and are 0."""
     cols = ["group", *HEADERS, "runs"]
     total = Counters()
     rows = []
@@ -158,6 +194,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeat", type=int, default=3, help="kills at each point (default 3)")
     p.add_argument("--jobs", type=int, default=100, help="jobs of many-jobs (default 100)")
     p.add_argument("--outage", type=float, default=12.0, help="seconds Redis is down")
+    p.add_argument("--long-outage", type=float, default=recovery.REDIS_OUTAGE_S,
+                   help="seconds Redis is down in redis-down-3min (default 180)")  # fmt: skip
     p.add_argument("--keep", action="store_true", help="keep the folders (logs) afterwards")
     p.add_argument("--matrix", action="store_true", help="run only the kill matrix")
     p.add_argument("--cell", action="append", help="run only this matrix cell: PROCESS@PHASE")
