@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from celery import shared_task
+from celery.exceptions import Ignore, Retry
 from celery.signals import worker_process_init
 
 from worker.deps import build_ledger, job_dir
@@ -84,7 +85,8 @@ def execute_job(
         # Taken in the moment between a drain and its cancelled consumer: straight back.
         fleet.resend(spec)
         fleet.drain(None)
-        return {"state": "skipped", "reason": "this worker is drained: the job was sent back"}
+        return {"state": JobState.QUEUED.value, "put_back": "drained",
+                "reason": "this worker is drained: the job was sent back"}  # fmt: skip
     if got.claim is not Claim.CLAIMED:
         # Redelivery or a duplicate message: another runner owns this job (invariant 6).
         return {"state": "skipped", "reason": "job is owned by another runner"}
@@ -167,10 +169,17 @@ def _flower(task: Any) -> StateListener:
 
 
 def _ended(result: dict[str, Any]) -> dict[str, Any]:
+    """The task's end as Celery (and Flower, which keys a row by the task id: the job id) must
+    see it: SUCCESS, FAILURE with the job's state and reason, RETRY for a job given back to
+    the queue (its next attempt has the same task id and moves the row on), and no change at
+    all for a message that was not this job's attempt (a duplicate, a stale copy)."""
     state = str(result.get("state"))
-    # A job given back to the queue is not over: its next attempt has the same task id.
-    if state in (JobState.SUCCEEDED.value, JobState.QUEUED.value, "skipped"):
+    if state == JobState.SUCCEEDED.value:
         return result
+    if state == "skipped" or result.get("reason") == "already terminal":
+        raise Ignore()
+    if state == JobState.QUEUED.value:
+        raise Retry(str(result.get("reason", "given back to the queue"))[:1000])
     code = result.get("exit_code")
     exit_part = f" (exit code {code})" if code is not None else ""
     raise JobDidNotSucceed(f"{state.upper()}{exit_part}: {result.get('reason', '')}"[:1000])

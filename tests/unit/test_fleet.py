@@ -247,7 +247,7 @@ def test_a_drained_worker_sends_a_job_it_took_straight_back(ledger: Ledger, tmp_
     rec = Recorder()
     out = tasks.execute_job(encode_spec(spec), Settings(state_dir=tmp_path), ledger, "w1",
                             fleet=rec.hooks())  # fmt: skip
-    assert out["state"] == "skipped" and rec.resent == [spec.job_id] and rec.drains == [None]
+    assert out["state"] == "queued" and rec.resent == [spec.job_id] and rec.drains == [None]
     assert ledger.get(spec.job_id).owner == "" and ledger.get(spec.job_id).state is S.QUEUED
 
 
@@ -292,3 +292,26 @@ def test_the_prober_takes_back_a_job_whose_owner_died_under_it_once_a_minute(
     assert prober.take_back(100.0) == ["j1"]
     assert prober.take_back(110.0) == [] and prober.take_back(150.0) == []
     assert prober.take_back(161.0) == ["j1"] and sent == ["j1", "j1"]
+
+
+@pytest.mark.parametrize(
+    ("result", "raised"),
+    [
+        ({"state": "succeeded"}, None),
+        ({"state": "failed", "reason": "job exited 3", "exit_code": 3}, tasks.JobDidNotSucceed),
+        # Given back: Flower shows RETRY until the next attempt (same task id) moves the row on.
+        ({"state": "queued", "reason": "put back by w1: 401", "put_back": "host"}, "Retry"),
+        # Not this job's attempt: the row of its real attempt is left as it is.
+        ({"state": "skipped", "reason": "job is owned by another runner"}, "Ignore"),
+        ({"state": "failed", "reason": "already terminal"}, "Ignore"),
+    ],
+)
+def test_a_task_ends_as_flower_must_show_it(result: dict[str, Any], raised: object) -> None:
+    from celery.exceptions import Ignore, Retry
+
+    expected = {"Retry": Retry, "Ignore": Ignore}.get(str(raised), raised)
+    if expected is None:
+        assert tasks._ended(result) == result
+    else:
+        with pytest.raises(expected):  # type: ignore[call-overload]
+            tasks._ended(result)
