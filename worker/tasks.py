@@ -149,6 +149,10 @@ class JobDidNotSucceed(Exception):
     as one line, never with a traceback."""
 
 
+class JobGivenBack(Exception):
+    """What a task given back to the queue says (its RETRY in Flower): why, by which worker."""
+
+
 # Celery's own task event names; a custom event must never reuse one (Flower would take a
 # failed job's `task-failed` for Celery's, or a cancelled job's end for a revoke).
 _CELERY_EVENTS = frozenset(
@@ -179,7 +183,8 @@ def _ended(result: dict[str, Any]) -> dict[str, Any]:
     if state == "skipped" or result.get("reason") == "already terminal":
         raise Ignore()
     if state == JobState.QUEUED.value:
-        raise Retry(str(result.get("reason", "given back to the queue"))[:1000])
+        reason = str(result.get("reason", "given back to the queue"))[:1000]
+        raise Retry(reason, exc=JobGivenBack(reason))
     code = result.get("exit_code")
     exit_part = f" (exit code {code})" if code is not None else ""
     raise JobDidNotSucceed(f"{state.upper()}{exit_part}: {result.get('reason', '')}"[:1000])
