@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from worker.settings import Settings
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print data instead of a table.")]
+JobArg = Annotated[str, typer.Argument(help="Job id (a unique prefix is enough).")]
 
 
 # Where pydantic-settings reads from (worker/settings.py's model_config; a test keeps them equal).

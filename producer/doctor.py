@@ -14,7 +14,6 @@ three independent chains (colab, Redis, Hub) run at once. Exit 0 without a FAIL 
 
 from __future__ import annotations
 
-import json
 import shutil
 import tempfile
 import threading
@@ -22,12 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
-
-import typer
-
-from producer import exitcodes
-from producer.clictx import load_settings, out
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
@@ -339,29 +333,3 @@ def verdict(rows: list[Row]) -> str:
     if failed:
         return f"Not ready: {failed} check(s) FAIL, {warned} WARN. Fix the FAIL rows first."
     return f"Ready: no check fails ({warned} WARN)."
-
-
-def doctor(
-    timeout: Annotated[
-        float, typer.Option(min=0.1, help="Seconds each check may take before it FAILs.")
-    ] = DEFAULT_TIMEOUT_S,
-    as_json: Annotated[
-        bool,
-        typer.Option(
-            "--json", help='Print {"ok", "checks": [{"check", "status", "detail", "what_to_do"}]}.'
-        ),
-    ] = False,
-) -> None:
-    """Check this host: the colab CLI and its login, Redis, the Hub token, live workers.
-
-    Exits 0 when no check FAILs (WARN rows are allowed), else 1. Every check is bounded by
-    --timeout, so doctor never hangs.
-    """
-    rows = diagnose(load_settings(), timeout)
-    ok = all(r.status is not Status.FAIL for r in rows)
-    if as_json:
-        print(json.dumps({"ok": ok, "checks": [r.to_json() for r in rows]}))
-    else:
-        out.print(doctor_table(rows))
-        out.print(verdict(rows), markup=False, highlight=False)
-    raise typer.Exit(exitcodes.OK if ok else exitcodes.FAILED)

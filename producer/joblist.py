@@ -5,7 +5,8 @@ pipeline), never a spec: the ids come newest first from the jobs index (ZREVRANG
 `--since`), and the filters run on those fields here. An old record without summary fields has
 its spec's JSON read for them (it alone). A record that cannot be read (bad JSON, an unknown
 state, a field missing or not a number) becomes a DAMAGED row with what is known: one bad
-record never hides the others. Rendering is `producer.render`'s; the command is `status_cli`'s.
+record never hides the others. Rendering is `producer.render`'s; the command is
+`producer/commands/status.py`'s.
 """
 
 from __future__ import annotations

@@ -359,8 +359,8 @@ def janitor_table(report: JanitorReport) -> RenderableType:
 
 
 def workers_table(rows: list[dict[str, Any]], now: float) -> RenderableType:
-    """The live workers, one row each (`fleet_cli.worker_row`): a drained one with its reason,
-    since when and its host failures in a row."""
+    """The live workers, one row each (`producer.commands.fleet.worker_row`): a drained one
+    with its reason, since when and its host failures in a row."""
     from rich.table import Table
     from rich.text import Text
 

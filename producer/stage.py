@@ -2,10 +2,10 @@
 declares it as an `hf://` input (`--hub-input NAME=URI`) instead of carrying it.
 
 Owns `stage()` — refuses to overwrite data already there unless asked, and proves the upload by
-reading the byte count back — and `stage_command`, the `colabq stage` command function that
-producer/cli.py registers. Also what every producer command that talks to the Hub uses:
-`find_hub_token()`, this machine's login as huggingface_hub finds it, and `build_hub_store()`,
-the store on `Settings.hub_endpoint()` with that token. Every transfer is
+reading the byte count back (the command is `producer/commands/stage.py`). Also what every
+producer command that talks to the Hub uses: `find_hub_token()`, this machine's login as
+huggingface_hub finds it, and `build_hub_store()`, the store on `Settings.hub_endpoint()` with
+that token. Every transfer is
 `worker.store.hub.HubStore`'s.
 """
 
@@ -13,9 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
-
-import typer
+from typing import TYPE_CHECKING
 
 from worker.errors import (
     HubAuthError,
@@ -108,41 +106,3 @@ def build_hub_store(settings: Settings, *, retry: RetryPolicy | None = None) -> 
             "", None, "no Hub token found: run `hf auth login`, or set HF_TOKEN (or HF_TOKEN_PATH)"
         )
     return HubStore(endpoint, token, retry=retry)
-
-
-def stage_command(
-    path: Annotated[Path, typer.Argument(help="Local file or folder (a data set, a checkpoint).")],
-    to: Annotated[str, typer.Option("--to", help="hf://[datasets/]OWNER/REPO/PATH")],
-    overwrite: Annotated[
-        bool, typer.Option("--overwrite", help="Replace data already at --to (mirror PATH).")
-    ] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the result as data.")] = False,
-) -> None:
-    """Upload local data to a private Hub repo, to declare it later with --hub-input NAME=URI."""
-    from producer.clictx import load_settings
-
-    result = stage(path, to, build_hub_store(load_settings()), overwrite=overwrite)
-    if as_json:
-        import json
-
-        typer.echo(
-            json.dumps(
-                {
-                    "uri": result.uri,
-                    "commit": result.commit,
-                    "size_bytes": result.size_bytes,
-                    "files": result.files,
-                    "replaced_bytes": result.replaced_bytes,
-                    "repo": result.repo.repo_id,
-                    "repo_type": result.repo.repo_type,
-                    "repo_created": result.repo.created,
-                }
-            )
-        )
-        return
-    replaced = f", replacing {result.replaced_bytes} bytes" if result.replaced_bytes else ""
-    typer.echo(
-        f"staged {result.uri}: {result.size_bytes} bytes in {result.files} file(s), "
-        f"commit {result.commit[:12]}{replaced} ({result.repo.detail})"
-    )
-    typer.echo(f"declare it with: --hub-input NAME={result.uri}")

@@ -4,7 +4,7 @@ One `--json` shape for one job or a sweep, so that a script reads both the same 
 `{"jobs": [{"job_id", "run", "created", "state", "queue", "live_workers", "swept",
 "time_limit_s", "wall_cap_s", ...}, ...], "count": N, "warnings": [...]}` (a dry run:
 `{"dry_run": true, "jobs": [...], "count": N}`, without job ids: nothing was recorded). The
-table names every job's id. Building and enqueueing the jobs is `submit_cli.py`'s.
+table names every job's id. Building and enqueueing the jobs is `producer/commands/submit.py`'s.
 """
 
 from __future__ import annotations

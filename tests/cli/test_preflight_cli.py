@@ -13,14 +13,14 @@ import pytest
 from typer.testing import CliRunner
 
 from producer.cli import app
-from producer.preflight.report import CHECK_NAMES, Report
-from producer.preflight_cli import (
+from producer.preflight.gate import (
     Checked,
     PreflightInputs,
     SubmitTarget,
     pairs,
     submit_command,
 )
+from producer.preflight.report import CHECK_NAMES, Report
 from tests.cli.training_repo import GOOD_NAME, QUIET_ENV, RISKY, make_repo
 from worker.errors import UserInputError
 
@@ -175,7 +175,8 @@ def test_submit_command_quotes_and_omits_defaults(tmp_path: Path) -> None:
 
 def test_preflight_module_imports_no_celery_redis_or_hub() -> None:
     code = (
-        "import sys, producer.preflight_cli, producer.clean; "
+        "import sys, producer.commands.preflight, producer.preflight.gate, "
+        "producer.commands.clean; "
         "print(sorted(m for m in ('celery', 'redis', 'huggingface_hub') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -11,8 +11,8 @@ import pytest
 from typer.testing import CliRunner
 
 from producer.cli import app
+from producer.preflight.hub_inputs import HubInputChecker
 from producer.preflight.remote import RemoteState
-from producer.preflight_hub import HubInputChecker
 from tests.cli.training_repo import GOOD_NAME, QUIET_ENV, make_repo
 from tests.hub import conftest as hub_conftest
 from tests.hub.conftest import Hub

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-import producer.cli
+import producer.commands.worker
 from producer.cli import app
 
 runner = CliRunner()
@@ -33,7 +33,7 @@ class Started:
 @pytest.fixture
 def started(monkeypatch: pytest.MonkeyPatch) -> Started:
     s = Started()
-    monkeypatch.setattr(producer.cli, "build_app", s)
+    monkeypatch.setattr(producer.commands.worker, "build_app", s)
     monkeypatch.setenv("COLABQ_WORKER_GPUS", "T4")  # the command sets it for its pool: restored
     return s
 

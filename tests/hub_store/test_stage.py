@@ -10,7 +10,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from producer.stage import stage, stage_command
+from producer.commands.stage import stage as stage_command
+from producer.stage import stage
 from worker.errors import HubDestinationExists, HubRepoNotPrivate, UserInputError
 from worker.store.hub import HubStore
 

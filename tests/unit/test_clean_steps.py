@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from producer.clean_steps import (
+from producer.clean.guard import UnsafeCleanupPath
+from producer.clean.steps import (
     Action,
     CleanupStopped,
     Outcome,
@@ -18,8 +19,7 @@ from producer.clean_steps import (
     run_steps,
     summarise,
 )
-from producer.clean_trackers import TrackerRuns, event_folders, plan_tracker_step
-from producer.cleanup_guard import UnsafeCleanupPath
+from producer.clean.trackers import TrackerRuns, event_folders, plan_tracker_step
 from producer.preflight.monitoring import Tracker
 
 RUN = "coco-detr-r50-bs64-lr1e-4"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from producer.cleanup_guard import UnsafeCleanupPath, check_local_run_dir
+from producer.clean.guard import UnsafeCleanupPath, check_local_run_dir
 from worker.errors import UserInputError
 
 

@@ -24,9 +24,9 @@ ROOT = Path(__file__).resolve().parents[2]
 NEVER = ["celery", "kombu", "huggingface_hub", "worker.colab.driver", "worker.session",
          "worker.deps", "worker.spec", "worker.records.ledger"]  # fmt: skip
 NO_PYDANTIC = ["pydantic", "pydantic_settings", "worker.settings"]
-COMMAND_MODULES = ["producer.preflight_cli", "producer.submit_cli", "producer.status_cli",
-                   "producer.clean", "producer.doctor", "producer.stage",
-                   "producer.demo"]  # fmt: skip
+# The helpers only some commands use (each command's own module is in producer/commands/).
+HELPERS = ["producer.preflight", "producer.submit", "producer.clean", "producer.doctor",
+           "producer.stage", "producer.demo"]  # fmt: skip
 
 # Runs ARGV through the real entry point; `status` reads from a stand-in Redis client whose
 # ledger holds PROBE_JOBS running jobs (none by default).
@@ -47,8 +47,8 @@ class Client:
 
 argv = json.loads(sys.argv[1])
 if argv[0] == "status":
-    import producer.status_cli as status_cli
-    status_cli._client = lambda where: Client()
+    import producer.commands.status as status
+    status._client = lambda where: Client()
 from producer.cli import app
 code = None
 try:
@@ -88,6 +88,11 @@ def run(code: str, argv: list[str], cwd: Path, env: dict[str, str] | None = None
     return json.loads(done.stdout.splitlines()[-1])
 
 
+def commands(modules: list[str]) -> list[str]:
+    """The command modules loaded (`producer/commands/`, the package itself aside)."""
+    return [m for m in modules if m.startswith("producer.commands.")]
+
+
 def loaded(modules: list[str], names: list[str]) -> list[str]:
     """Those of `names` loaded, as modules or as packages of a loaded module."""
     return [n for n in names if any(m == n or m.startswith(n + ".") for m in modules)]
@@ -100,9 +105,10 @@ def test_the_job_list_imports_no_pydantic_rich_or_worker_code(
     got = run(PROBE, argv, tmp_path)
     assert got["code"] == 0
     mods = got["modules"]
-    assert "producer.status_cli" in mods  # the probe saw the command run
+    assert "producer.commands.status" in mods  # the probe saw the command run
     assert loaded(mods, NEVER + NO_PYDANTIC + ["rich", "yaml"]) == []
-    assert loaded(mods, COMMAND_MODULES) == ["producer.status_cli"]
+    assert commands(mods) == ["producer.commands.status"]
+    assert loaded(mods, HELPERS) == []
 
 
 def test_the_list_with_settings_in_the_environment_still_needs_no_pydantic(
@@ -144,7 +150,8 @@ def test_parsing_status_coerces_every_value_without_pydantic(tmp_path: Path) -> 
         "every": ["float", 1.5], "as_json": ["bool", False],
     }  # fmt: skip
     assert loaded(got["modules"], NEVER + NO_PYDANTIC + ["rich", "yaml"]) == []
-    assert loaded(got["modules"], COMMAND_MODULES) == ["producer.status_cli"]
+    assert commands(got["modules"]) == ["producer.commands.status"]
+    assert loaded(got["modules"], HELPERS) == []
 
 
 def test_a_value_typed_otherwise_goes_to_typers_own_coercion(tmp_path: Path) -> None:
@@ -177,7 +184,8 @@ def test_preflight_on_a_json_config_imports_no_pydantic_rich_yaml_or_redis(
     assert "producer.preflight.run" in mods  # the checks ran
     heavy = NEVER + NO_PYDANTIC + ["rich", "yaml", "redis", "urllib.request", "statistics"]
     assert loaded(mods, heavy) == []
-    assert loaded(mods, COMMAND_MODULES) == ["producer.preflight_cli"]
+    assert commands(mods) == ["producer.commands.preflight"]
+    assert loaded(mods, HELPERS) == ["producer.preflight"]
 
 
 def test_a_yaml_config_loads_pyyaml_when_read(tmp_path: Path) -> None:

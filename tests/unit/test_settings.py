@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from producer.clictx import ENV_FILE, ENV_PREFIX, LazySettings
-from producer.preflight_cli import quiet_windows_from
+from producer.preflight.gate import quiet_windows_from
 from worker.errors import ConfigError
 from worker.settings import Settings, load_settings, split_quiet_windows
 

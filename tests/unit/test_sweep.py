@@ -78,7 +78,7 @@ def test_a_grid_over_the_limit_is_refused_before_expanding() -> None:
 
 
 def test_every_submit_option_is_a_job_file_key() -> None:
-    from producer.submit_cli import _NOT_KEYS, submit
+    from producer.commands.submit import _NOT_KEYS, submit
 
     params = set(submit.__code__.co_varnames[: submit.__code__.co_argcount]) - {"ctx"}
     # The positional TARGET is the script (or the job file itself).

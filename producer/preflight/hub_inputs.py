@@ -8,7 +8,7 @@ lookup (`producer.stage.find_hub_token`), as `colabq stage` has them. That is th
 machine's token: the job runs with the worker host's, so a pass here is the best check this side
 can make. Few retries and a time bound: a Hub that keeps failing makes the input SKIP (not
 checked), never PASS, and never stalls the pre-flight. The Hub settings of an `hf://` input
-named on the command line are checked before (`preflight_cli.build_hf_checker`).
+named on the command line are checked before (`producer.preflight.gate.build_hf_checker`).
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@
 Owns `StepPlan` (what one step will do, decided just before it runs: its actions, the parts it
 skips and why), `run_steps` (show each step; in a dry run stop there; otherwise act, verify, and
 stop the whole sequence at the first action that fails or cannot be verified) and the guarded
-removal of a local folder that steps 1 and 3 share. What each step plans is `clean.py`'s and
-`clean_trackers.py`'s.
+removal of a local folder that steps 1 and 3 share. What each step plans is `plan.py`'s and
+`trackers.py`'s.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
-from producer.cleanup_guard import UnsafeCleanupPath, check_local_run_dir
+from producer.clean.guard import UnsafeCleanupPath, check_local_run_dir
 from worker.errors import ColabqError
 
 

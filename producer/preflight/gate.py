@@ -1,4 +1,5 @@
-"""The `colabq preflight` command, and the pre-flight gate in front of `colabq submit`.
+"""The pre-flight as the commands use it: `colabq preflight` (`producer/commands/preflight.py`)
+and the gate in front of `colabq submit`.
 
 Owns turning command-line options into `PreflightOptions` (KEY=VALUE pairs, the wall cap, the
 quiet windows of the `quiet_windows` setting, the intended config when none is named), the remote
@@ -6,7 +7,7 @@ checker the CLI uses, the copyable submit command, and `gate`, which refuses a s
 check fails that was not waived by name. The checks themselves are `producer.preflight`'s.
 
 Start-up matters here: nothing on this module's import path may import Celery, Redis or
-huggingface_hub (the `hf://` checker, `preflight_hub.py`, builds the Hub store only when the
+huggingface_hub (the `hf://` checker, `hub_inputs.py`, builds the Hub store only when the
 first `hf://` URI is checked), nor pydantic-settings: the command's one settings object is a
 `LazySettings`, built only when a setting is needed (quiet windows named somewhere, an `hf://`
 input, an ETA measured from the ledger). The checks library is imported inside the functions
@@ -24,9 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
-
-import typer
+from typing import TYPE_CHECKING, Any
 
 from producer.clictx import LazySettings
 from worker.errors import UserInputError
@@ -151,7 +150,7 @@ def build_hf_checker(settings: LazySettings, hub_inputs: Sequence[str] = ()) -> 
     """The `hf://` checker; the Hub store behind it is built when the first URI is checked.
     An `hf://` input named on the command line (NAME=URI) will need the Hub's settings, so they
     are checked now: an invalid one stops the command in one line, not as a skipped check."""
-    from producer.preflight_hub import hub_checker
+    from producer.preflight.hub_inputs import hub_checker
 
     if any(item.partition("=")[2].strip().startswith("hf://") for item in hub_inputs):
         settings().hub_endpoint()
@@ -336,82 +335,3 @@ def gate(
     if not report.ok:
         raise PreflightFailed(report.failed_checks)
     return checked
-
-
-RepoOpt = Annotated[
-    Path,
-    typer.Option("--repo-dir", help="The training repository, a folder (default: here)."),
-]
-ConfigOpt = Annotated[
-    Path | None, typer.Option(help="The run's config (default: the newest under configs/ …).")
-]
-ReferenceOpt = Annotated[Path | None, typer.Option(help="The reference config to diff against.")]
-ExplainOpt = Annotated[list[str] | None, typer.Option(help="KEY=REASON: why a config key changed.")]
-LaunchOpt = Annotated[Path | None, typer.Option(help="The launch script to scan for trackers.")]
-EpochsOpt = Annotated[float | None, typer.Option(help="Epochs (default: from the config).")]
-EpochSecondsOpt = Annotated[float | None, typer.Option(help="Seconds per epoch, measured.")]
-WaiveOpt = Annotated[list[str] | None, typer.Option(help="A check to waive, by name.")]
-
-
-def preflight(
-    repo: RepoOpt = Path("."),
-    config: ConfigOpt = None,
-    name: Annotated[str, typer.Option("--name", "-n", help="The run name.")] = "",
-    reference: ReferenceOpt = None,
-    explain: ExplainOpt = None,
-    launch_script: LaunchOpt = None,
-    hub_input: Annotated[list[str] | None, typer.Option(help="NAME=URI (hf://, https://).")] = None,
-    epochs: EpochsOpt = None,
-    seconds_per_epoch: EpochSecondsOpt = None,
-    wall: Annotated[str, typer.Option(help="The job's wall-clock cap, e.g. 4h.")] = "12h",
-    ttl: Annotated[
-        str | None,
-        typer.Option(help="The job's own time limit (default: what the wall cap leaves)."),
-    ] = None,
-    waive: WaiveOpt = None,
-    gpu: Annotated[str, typer.Option(help="For the submit command: the GPU type.")] = "T4",
-    hub_repo: Annotated[str | None, typer.Option(help="For the submit command: USER/REPO.")] = None,
-    local_store: Annotated[Path | None, typer.Option(help="For the submit command.")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the report as data.")] = False,
-) -> None:
-    """Run the five pre-flight checks on a training repository (exit 2 if one fails)."""
-    inputs = PreflightInputs(
-        run_name=name,
-        repo=repo,
-        config=config,
-        reference=reference,
-        explain=tuple(explain or ()),
-        launch_script=launch_script,
-        hub_inputs=tuple(hub_input or ()),
-        epochs=epochs,
-        seconds_per_epoch=seconds_per_epoch,
-        wall=wall,
-        waive=tuple(waive or ()),
-        ttl=ttl,
-    )
-    settings = LazySettings()
-    checked = run_checks(
-        inputs,
-        env=dict(os.environ),
-        now=datetime.now(UTC),
-        hf=build_hf_checker(settings, inputs.hub_inputs),
-        measure_epoch_s=_ledger_measurer(settings),
-        quiet_windows=quiet_windows_from(settings),
-    )
-    target = SubmitTarget(gpu=gpu, hub_repo=hub_repo, local_store=local_store)
-    command = submit_command(inputs, checked, target) if checked.report.ok else None
-    if as_json:
-        print(json.dumps(report_data(checked.report, command, checked.config), indent=2))
-    else:
-        from rich.console import Console
-
-        from producer.preflight.render import print_report
-
-        console = Console()
-        print_report(console, checked.report, submit_command=command)
-        if command is not None and not (hub_repo or local_store):
-            console.print("Add where results go (--hub-repo OWNER/NAME or --local-store DIR).")
-        if command is not None and job_script(checked.launch_script) is None:
-            console.print(f"Replace {JOB_SCRIPT_PLACEHOLDER} with the job's bash script.")
-    if not checked.report.ok:
-        raise typer.Exit(2)

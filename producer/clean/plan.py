@@ -1,6 +1,7 @@
-"""`colabq clean RUN`: the restart/kill cleanup of one run, in the spec's order.
+"""What `colabq clean RUN` does, step by step: the restart/kill cleanup of one run, in the spec's
+order (the command is `producer/commands/clean.py`).
 
-Owns the four steps of the spec's "Restart and kill" section and the command that runs them:
+Owns the four steps of the spec's "Restart and kill" section:
 1. the run's local checkpoint folder: `--run-dir` (relative to `--repo-dir`), else by convention
    `<repo>/runs/<RUN>` and `<repo>/outputs/<RUN>`, each that exists; guarded by
    `check_local_run_dir` and `guard_run_folder` (named after the run, not a symlink, not
@@ -8,12 +9,12 @@ Owns the four steps of the spec's "Restart and kill" section and the command tha
 2. the remote artifact prefix of each of the run's jobs in the ledger: only with
    `--delete-remote`, and only through an `ArtifactDeleter` (a local store's folder, or a Hub
    prefix deleted in one commit: the repo's history keeps it, nothing is rewritten);
-3. the tracker's run (`clean_trackers.py`);
+3. the tracker's run (`trackers.py`);
 4. the run's Colab sessions and queued retries: cancel is requested for every job of the run
    that is not terminal, and one still QUEUED with no owner ends CANCELLED at once.
 Everything about the run (its folders, its jobs) is read before step 1, so a refused path or an
 unreachable Redis stops the command before anything is deleted. The sequence runner is
-`clean_steps.py`'s.
+`steps.py`'s.
 """
 
 from __future__ import annotations
@@ -23,22 +24,16 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Protocol
+from typing import TYPE_CHECKING, Protocol
 
-import typer
-from rich.console import Console
-
-from producer.clean_steps import (
+from producer.clean.guard import UnsafeCleanupPath
+from producer.clean.steps import (
     Action,
     StepPlan,
     guard_run_folder,
     remove_tree,
     remove_tree_action,
-    run_steps,
-    summarise,
 )
-from producer.cleanup_guard import UnsafeCleanupPath
-from worker.errors import UserInputError
 from worker.states import TERMINAL, JobState
 
 if TYPE_CHECKING:
@@ -239,7 +234,7 @@ def build_planners(
 ) -> list[Callable[[], StepPlan]]:
     # Here, not at the top: the tracker step pulls in the pre-flight's scanners, which every
     # other command would otherwise pay for at start-up.
-    from producer.clean_trackers import detect, plan_tracker_step
+    from producer.clean.trackers import detect, plan_tracker_step
 
     found = detect(facts.repo, env, trackers)
     return [
@@ -248,82 +243,3 @@ def build_planners(
         lambda: plan_tracker_step(found, run_name=facts.run_name, run_dirs=facts.run_dirs, env=env),
         lambda: plan_jobs_step(facts, ledger),
     ]
-
-
-def _connect(settings: Settings) -> Ledger:
-    from worker.deps import connect_ledger
-
-    return connect_ledger(settings)
-
-
-def clean(
-    run: Annotated[str, typer.Argument(help="The run name.")],
-    repo: Annotated[
-        Path, typer.Option("--repo-dir", help="The training repository (folder).")
-    ] = Path("."),
-    run_dir: Annotated[
-        Path | None,
-        typer.Option(
-            help="The run's folder, relative to --repo-dir (default: runs/RUN, outputs/RUN)."
-        ),
-    ] = None,
-    delete_remote: Annotated[
-        bool, typer.Option("--delete-remote", help="Also delete the run's stored artifacts.")
-    ] = False,
-    tracker: Annotated[
-        list[str] | None, typer.Option(help="wandb, mlflow, neptune, tensorboard or none.")
-    ] = None,
-    yes: Annotated[bool, typer.Option("--yes", help="Act (default: show only).")] = False,
-    as_json: Annotated[
-        bool,
-        typer.Option(
-            "--json",
-            help='Print one object at the end: {"run", "dry_run", "steps", "lines", "summary"}.',
-        ),
-    ] = False,
-) -> None:
-    """Clean up a failed or killed run, in order: local folder, artifacts, tracker, jobs."""
-    if not _RUN_NAME.fullmatch(run) or run in (".", ".."):
-        raise UserInputError(f"Run name {run!r} is not a run name (letters, digits, . _ -).")
-    named = tuple(tracker or ())
-    for name in named:
-        if name not in ("wandb", "mlflow", "neptune", "tensorboard", "none"):
-            raise UserInputError(
-                f"--tracker {name!r}: use wandb, mlflow, neptune, tensorboard or none."
-            )
-    base = repo.absolute()
-    run_dirs, looked_at = find_run_dirs(base, run, run_dir)
-    from producer.clictx import load_settings
-
-    settings = load_settings()
-    ledger = _connect(settings)
-    facts = RunFacts(run, base, run_dirs, looked_at, find_run_jobs(ledger, run))
-    console = Console(highlight=False)
-    lines: list[str] = []
-
-    def say(line: str) -> None:
-        lines.append(line)
-        if not as_json:
-            console.print(line, markup=False, soft_wrap=True)
-
-    say(f"colabq clean {run}: {'cleaning up' if yes else 'dry run, nothing will be changed'}")
-    planners = build_planners(
-        facts,
-        ledger,
-        delete_remote=delete_remote,
-        trackers=named,
-        env=dict(os.environ),
-        deleters=build_deleters(run, settings),
-    )
-    results = run_steps(planners, act=yes, run_name=run, say=say)
-    summary = summarise(results, act=yes)
-    if as_json:
-        import json
-
-        steps = [
-            {"number": r.number, "title": r.title, "outcome": r.outcome.value} for r in results
-        ]
-        data = {"run": run, "dry_run": not yes, "steps": steps, "lines": lines, "summary": summary}
-        print(json.dumps(data))
-    else:
-        say(summary)

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from producer.clean_steps import Action, StepPlan, remove_tree_action
+from producer.clean.steps import Action, StepPlan, remove_tree_action
 from producer.preflight.launch_scan import LaunchScan, scan_launch_script
 from producer.preflight.monitoring import Tracker, detect_trackers
 from producer.preflight.run import find_launch_script

@@ -20,7 +20,7 @@ from producer.clictx import JsonOpt, _connect, build_app, err, load_settings, ou
 
 if TYPE_CHECKING:
     from producer.jobfile import SubmitOptions
-    from producer.preflight_cli import Checked, PreflightInputs
+    from producer.preflight.gate import Checked, PreflightInputs
     from producer.sweep import Point
     from worker.records.ledger import Ledger
     from worker.settings import Settings
@@ -197,8 +197,8 @@ def _build(points: Sequence[Point], settings: Settings, *, as_json: bool) -> lis
 
     from producer.clictx import LazySettings
     from producer.eta_history import epochs_of, ledger_measurer
+    from producer.preflight.gate import PreflightFailed, gate
     from producer.preflight.report import validate_waivers
-    from producer.preflight_cli import PreflightFailed, gate
     from producer.submit import build_spec, check_output_repo, job_tracker
 
     specs: list[JobSpec] = []
@@ -292,7 +292,7 @@ def _request(
 
 
 def _preflight_inputs(o: SubmitOptions, waivers: tuple[str, ...]) -> PreflightInputs:
-    from producer.preflight_cli import PreflightInputs
+    from producer.preflight.gate import PreflightInputs
 
     script = o.script or Path()
     return PreflightInputs(
