@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING
 from worker.states import TERMINAL, JobState
 
 if TYPE_CHECKING:
-    from worker.records.ledger import Ledger, LogLine
+    from worker.records.ledger import Ledger
+    from worker.records.record import LogLine
 
 
 def follow_logs(

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
     from producer.joblist import JobRow, Listing
     from worker.janitor.run import JanitorReport
-    from worker.records.ledger import HistoryEntry, JobRecord
+    from worker.records.record import HistoryEntry, JobRecord
 
 _STYLE = {
     JobState.SUCCEEDED: "green",

@@ -37,7 +37,8 @@ from producer.clean.steps import (
 from worker.states import TERMINAL, JobState
 
 if TYPE_CHECKING:
-    from worker.records.ledger import JobRecord, Ledger
+    from worker.records.ledger import Ledger
+    from worker.records.record import JobRecord
     from worker.settings import Settings
     from worker.spec import ArtifactDest
     from worker.store.hub import HubStore

@@ -14,7 +14,7 @@ from producer import exitcodes
 from producer.clictx import JobArg, _connect, err, load_settings, queue_for
 
 if TYPE_CHECKING:
-    from worker.records.ledger import LogLine
+    from worker.records.record import LogLine
 
 
 def logs(

@@ -27,7 +27,8 @@ if TYPE_CHECKING:
     from rich.console import RenderableType
 
     from producer.joblist import Filters, Listing
-    from worker.records.ledger import HistoryEntry, JobRecord, Ledger
+    from worker.records.ledger import Ledger
+    from worker.records.record import HistoryEntry, JobRecord
     from worker.settings import Settings
 
 T = TypeVar("T")

@@ -18,7 +18,8 @@ from worker.janitor.run import JanitorDeps, janitor_pass
 from worker.janitor.settle import settle_outcome
 from worker.janitor.snapshot import JobView, Snapshot
 from worker.records.keys import Keys
-from worker.records.ledger import ForwardItem, JobRecord, Ledger
+from worker.records.ledger import ForwardItem, Ledger
+from worker.records.record import JobRecord
 from worker.spec import JobSpec
 from worker.states import JobState as S
 from worker.store.artifacts import Verification

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from worker import timelimit
 from worker.colab import rates
 from worker.errors import ColabqError
-from worker.records.ledger import JobRecord, Ledger
+from worker.records.ledger import Ledger
+from worker.records.record import JobRecord
 from worker.spec import JobSpec
 from worker.states import HOLDS_SESSION, JobState
 from worker.store.artifacts import Verification

@@ -1,5 +1,8 @@
 """The job ledger in Redis: records, state history, ownership, leases, cancel flags, log streams.
 
+What a record is, and how it is read back, is `record.py`'s; creating jobs is `create.py`'s and
+the first claim `claim.py`'s.
+
 `transition()` is the only writer of a job's state: it checks the edge against `states.ALLOWED`
 and the caller's ownership token in one optimistic transaction, so a stale owner can never
 overwrite a newer one. Key names come from `keys.Keys`. Nothing here ever stores a secret.
@@ -10,7 +13,6 @@ from __future__ import annotations
 import enum
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import redis
@@ -21,53 +23,19 @@ from worker.records.create import CREATE_SCRIPT, create_jobs
 from worker.records.forward import Feed
 from worker.records.forward import ForwardItem as ForwardItem  # callers import it from here
 from worker.records.keys import Keys
+from worker.records.record import (
+    HistoryEntry,
+    JobRecord,
+    LogLine,
+    check_fields,
+    decode_record,
+    history_entry,
+)
 from worker.records.unheld import cancel_unheld
-from worker.spec import JobSpec, decode_spec, destination, destination_key, encode_spec
+from worker.spec import JobSpec, destination, destination_key, encode_spec
 from worker.states import HOLDS_SESSION, TERMINAL, JobState, can_transition
 
 T = TypeVar("T")
-
-# Record fields a runner may set besides the state (anything else is a bug, caught here).
-RUNTIME_FIELDS = frozenset(
-    {
-        "session",
-        "endpoint",
-        "exit_code",
-        "report",
-        "artifact_location",
-        "results_local",
-        "worker",
-        "outcome",
-        "phase",
-        # The wall cap's deadline (epoch s), fixed when the job is first claimed: every later
-        # owner (a restarted worker, an adopter on another host) enforces the same one.
-        "wall_deadline_at",
-        # What the job ends as once its session is verified gone (written when RELEASING
-        # begins, so an owner that dies mid-release leaves its successor the outcome).
-        "pending_outcome",
-        "pending_reason",
-        # For a pending QUEUED (the session released, then the job given back): its cause.
-        "pending_cause",
-        # Restarts after a lost VM: the current segment (0 first) and the restarts so far.
-        "segment",
-        "restarts",
-        # Where the current owner runs (for people and for a restarted worker's adoption).
-        "owner_host",
-        # The job's sentinel nonce (not a secret: it tells colabq's lines from the job's own),
-        # so that any later owner can read the wrapper's console.
-        "nonce",
-        # A janitor sent a QUEUED job's message again (once) at this time.
-        "resent_at",
-        # The tracker run colabq opened for the job ("mlflow:<run id>", "wandb:<e>/<p>/<id>")
-        # and, for MLflow, its experiment id: the janitor finishes it if the job dies with it
-        # still running. Ids only, never a credential.
-        "tracker_run",
-        "tracker_experiment",
-        # The GPU type the job runs on (set at create to its first choice; a fallback type when
-        # Colab could not serve the first one): what `status` shows and its rate.
-        "gpu",
-    }
-)
 
 # Start segment N of a job (its first, or a restart): the VM's console log starts again at 0
 # and the previous segment's sentinels are cleared. Only the job's owner may do it.
@@ -151,35 +119,6 @@ class Renewal(enum.IntEnum):
     RECORD_GONE = 2  # no lock and no record: Redis lost the job's keys
 
 
-@dataclass(frozen=True)
-class HistoryEntry:
-    state: JobState
-    at: float
-    reason: str
-
-
-@dataclass(frozen=True)
-class JobRecord:
-    job_id: str
-    spec: JobSpec
-    state: JobState
-    owner: str
-    reason: str
-    created_at: float
-    updated_at: float
-    fields: Mapping[str, str] = field(default_factory=dict)
-
-    def get(self, name: str, default: str | None = None) -> str | None:
-        return self.fields.get(name, default)
-
-
-@dataclass(frozen=True)
-class LogLine:
-    id: str
-    text: str
-    stream: str
-
-
 class Ledger:
     def __init__(
         self,
@@ -226,7 +165,7 @@ class Ledger:
         raw = self.r.hgetall(self.keys.job(job_id))
         if not raw:
             raise JobNotFound(job_id)
-        return _record(job_id, raw)
+        return decode_record(job_id, raw)
 
     def state_of(self, job_id: str) -> JobState:
         """The job's state alone: one HGET, no spec decoded."""
@@ -250,7 +189,7 @@ class Ledger:
         pipe = self.r.pipeline(transaction=False)
         for i in ids:
             pipe.hgetall(self.keys.job(i))
-        return [_record(i, raw) for i, raw in zip(ids, pipe.execute(), strict=True) if raw]
+        return [decode_record(i, raw) for i, raw in zip(ids, pipe.execute(), strict=True) if raw]
 
     def find_by_prefix(self, prefix: str, *, listed: int = 5) -> str:
         """Resolve a job id from its first few characters, in one round trip: the ids are
@@ -315,7 +254,7 @@ class Ledger:
         indexes, and the held-time clock from `held_since` (when the owner recorded the
         session's endpoint; the held time of earlier segments is lost with the record).
         False if a record exists (then nothing is written)."""
-        _check_fields(fields)
+        check_fields(fields)
         key, k = self.keys.job(spec.job_id), self.keys
         now = self.clock.time()
         created = spec.submitted_at.timestamp()
@@ -331,7 +270,7 @@ class Ledger:
                          "reason": reason, "created_at": repr(created),
                          "updated_at": repr(now), **fields},
             )  # fmt: skip
-            pipe.rpush(k.history(spec.job_id), _entry(state, now, reason))
+            pipe.rpush(k.history(spec.job_id), history_entry(state, now, reason))
             pipe.zadd(k.jobs(), {spec.job_id: created})
             if state not in TERMINAL:
                 pipe.sadd(k.active(), spec.job_id)
@@ -409,7 +348,7 @@ class Ledger:
         """Move a job to `dst` if the edge is allowed and `owner` is the job's owner, and keep
         its held-time clock (`_hold`) in the same transaction."""
         extra = dict(fields or {})
-        _check_fields(extra)
+        check_fields(extra)
         key = self.keys.job(job_id)
         now = self.clock.time()
 
@@ -430,7 +369,7 @@ class Ledger:
                 key,
                 mapping={"state": dst.value, "reason": reason, "updated_at": repr(now), **extra},
             )
-            pipe.rpush(self.keys.history(job_id), _entry(dst, now, reason))
+            pipe.rpush(self.keys.history(job_id), history_entry(dst, now, reason))
             if "endpoint" in extra:
                 pipe.hset(self.keys.endpoints(), extra["endpoint"], job_id)
             self._hold(pipe, key, raw.get(b"held_since"), src, dst, "endpoint" in extra, now)
@@ -483,7 +422,7 @@ class Ledger:
 
     def set_fields(self, job_id: str, *, owner: str, **values: str) -> None:
         """Record runtime facts (endpoint, exit code, report...) as the job's owner."""
-        _check_fields(values)
+        check_fields(values)
         key = self.keys.job(job_id)
 
         def txn(pipe: Any) -> None:
@@ -595,27 +534,3 @@ class Ledger:
                     return result
                 except redis.WatchError:
                     continue
-
-
-def _entry(state: JobState, at: float, reason: str) -> str:
-    return json.dumps({"state": state.value, "at": at, "reason": reason})
-
-
-def _check_fields(values: Mapping[str, str]) -> None:
-    unknown = set(values) - RUNTIME_FIELDS
-    if unknown:
-        raise ValueError(f"unknown job record fields: {sorted(unknown)}")
-
-
-def _record(job_id: str, raw: Mapping[bytes, bytes]) -> JobRecord:
-    d = {k.decode(): v.decode() for k, v in raw.items()}
-    return JobRecord(
-        job_id=job_id,
-        spec=decode_spec(d.pop("spec")),
-        state=JobState(d.pop("state")),
-        owner=d.pop("owner", ""),
-        reason=d.pop("reason", ""),
-        created_at=float(d.pop("created_at", "0")),
-        updated_at=float(d.pop("updated_at", "0")),
-        fields=d,
-    )

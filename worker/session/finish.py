@@ -15,7 +15,7 @@ from worker.colab import rates
 from worker.colab.release import ReleaseOutcome, release_session
 from worker.errors import ColabqError
 from worker.fleet.causes import Cause, PutBack
-from worker.records.ledger import JobRecord
+from worker.records.record import JobRecord
 from worker.records.unheld import note_reason
 from worker.session import plan as vmplan
 from worker.session import procs

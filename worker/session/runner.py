@@ -34,7 +34,7 @@ from collections.abc import Callable
 from worker.errors import ColabqError, JobNotFound, StaleOwner
 from worker.fleet.causes import PutBack
 from worker.records.lease import LeaseLost, LeaseUnconfirmed
-from worker.records.ledger import JobRecord
+from worker.records.record import JobRecord
 from worker.session import plan as vmplan
 from worker.session.attach import AttachSpec
 from worker.session.follow import Ended, Follower

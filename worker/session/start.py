@@ -15,7 +15,7 @@ from worker.errors import (
     RemotePathNotFound,
 )
 from worker.fleet.causes import CAPACITY_ERRORS, Cause, GpuMismatch, PutBack, cause_of
-from worker.records.ledger import JobRecord
+from worker.records.record import JobRecord
 from worker.session import checks, procs
 from worker.session import plan as vmplan
 from worker.session.job import Finish, JobRun, session_name
