@@ -8,10 +8,6 @@ its own, each fault injected the way its integration test does:
   owner's recovery of the results fails; then the owner's host is lost. Beat's janitor adopts
   the job, the adopter recovers the results to its own host and releases the VM
   (`tests/integration/test_janitor_retained.py`).
-- `redis-down-3min`: Redis stopped for `REDIS_OUTAGE_S` (the issue's acceptance: 3 minutes)
-  while a job runs, far past the suite's 3 s lease and the 2 s retry budget set here, and
-  restarted with its append-only file (`tests/integration/test_long_redis_outage.py`):
-  SUCCEEDED, every line once, and the job never RUNNING once its VM had ended.
 - `token-expiry`: the emulator's proxy tokens live 6 s (refresh margin 2 s) under jobs running
   several lifetimes, one of them with its attach client killed and the next attach reaching the
   proxy after its token expired (401, the record pruned: `tests/integration/test_token_expiry.py`):
@@ -23,21 +19,17 @@ from __future__ import annotations
 import json
 import os
 import signal
-import time
 from contextlib import suppress
 from pathlib import Path
 
 from ops.chaos.checks import settle
-from ops.chaos.fleet import BOUND_HOST_S, Group, JobPlan, numbered, wait_until
-from ops.chaos.scenarios import POINT_TIMEOUT_S, fault, runner_phase
+from ops.chaos.fleet import BOUND_HOST_S, Group, numbered, wait_until
+from ops.chaos.scenarios import POINT_TIMEOUT_S, fault
 from ops.chaos.targets import Target, find
-from tests.integration.test_redis_outage import PrivateRedis
-from worker.states import TERMINAL, JobState
+from worker.states import JobState
 
 S = JobState
 Result = tuple[set[str], str, list[str]]
-REDIS_OUTAGE_S = 180.0
-REDIS_ENV = {"COLABQ_REDIS_RETRY_S": "2"}  # every Redis call's retry budget, scaled as the lease
 TOKEN_ENV = {
     "COLAB_EMU_TOKEN_LIFETIME_S": "6",
     "COLAB_EMU_TOKEN_REFRESH_MARGIN_S": "2",
@@ -116,54 +108,6 @@ def retained_orphan(g: Group, hub: object) -> Result:
             f"results recovered to {where or 'nowhere'}, not the adopter's host")  # fmt: skip
     g.check(report.get("remaining_endpoint") is None, "the report names a VM still held")
     return stuck, "1 retained VM adopted after its host was lost", notes
-
-
-# --- Redis down for three minutes -------------------------------------------------------------
-
-
-def redis_down_long(g: Group, r: PrivateRedis, outage_s: float = REDIS_OUTAGE_S) -> Result:
-    lines = int(outage_s) + 40  # a line a second: still running when Redis returns
-    j = g.submit(f"Redis down {outage_s:.0f} s mid-run", numbered(lines, 1.0), idle="20s",
-                 deadline_s=lines + 120, lines=lines)  # fmt: skip
-    notes = []
-    if not wait_until(lambda: "line-10" in g.fleet.output(j.job_id), POINT_TIMEOUT_S):
-        notes.append("point not caught: line-10")
-    outage = r.outage(outage_s)
-    waits = wait_until(lambda: runner_phase(g, j.job_id) == "awaiting_redis", 30, 0.2)
-    g.check(waits, "the owner never said it waits for Redis")
-    outage.join(timeout=outage_s + 60)
-    g.check(not outage.is_alive(), "Redis did not come back")
-    _watch_running_without_vm(g, j)
-    stuck = settle(g, [j])
-    adopted = [t for t in _log(g, j.job_id) if "adopted by" in t]
-    notes.extend(f"after the outage: {t}" for t in adopted[:1])
-    return stuck, f"1 outage of {outage_s:.0f} s mid-run", notes
-
-
-def _watch_running_without_vm(g: Group, j: JobPlan, grace_s: float = 15.0) -> None:
-    """Until the job is terminal (or past its deadline): RUNNING in the ledger while the
-    account's billing says its VM ended, for longer than `grace_s` (a poll and a lease), is a
-    job that outlived its VM."""
-    since: float | None = None
-    deadline = j.submitted_at + j.deadline_s
-    while time.monotonic() < deadline:
-        state = g.state(j.job_id)
-        if state in TERMINAL:
-            return
-        ended = False
-        if state is S.RUNNING:
-            with suppress(Exception):
-                ep = g.fleet.ledger.get(j.job_id).get("endpoint")
-                ended = any(b["endpoint"] == ep and b["unassigned_at"] is not None
-                            for b in g.fleet.billing())  # fmt: skip
-        if not ended:
-            since = None
-        elif since is None:
-            since = time.monotonic()
-        elif time.monotonic() - since > grace_s:
-            g.check(False, f"job {j.job_id} RUNNING over {grace_s:.0f} s after its VM ended")
-            return
-        time.sleep(1.0)
 
 
 # --- tokens that expire under running jobs ----------------------------------------------------

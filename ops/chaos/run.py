@@ -22,6 +22,8 @@ Groups (each its own deployment: key prefix, queues, state dirs, emulated accoun
 - `redis-down`: Redis stopped `--outage` s during allocation, upload, run and release.
 - `redis-restart-aof`, `redis-restart-empty`: Redis restarted mid-run with its append-only file,
   and without persistence (killed, started empty).
+- `redis-down-3min`: Redis stopped `--long-outage` s (180) mid-run and restarted with its data
+  (the Redis groups are `ops/chaos/redis_faults.py`).
 - `hub-down`: the Hub refuses the final upload (FAILED, results recovered from the kept VM).
 - `cli-faults`: `colab status` 503s, stale BUSY (attach client killed), endpoint mismatch (the
   name reassigned by hand), a hung `colab exec`, preemption without and with a restart.
@@ -29,9 +31,9 @@ Groups (each its own deployment: key prefix, queues, state dirs, emulated accoun
 - `broken-login`, `broken-state-dir`, `capacity` (`ops/chaos/members.py`): one host's Colab
   login (a 401 for that HOME) or its state dir breaks under a healthy second host, and `colab
   new` refused (412), an accelerator refused (the `--gpu A100,L4` fallback), another GPU served.
-- `launch-exec-kill`, `retained-orphan`, `redis-down-3min`, `token-expiry`
-  (`ops/chaos/recovery.py`): the lingering launch exec SIGKILLed, a RETAINED job's host lost,
-  Redis down `--long-outage` s (180) mid-run, proxy tokens of 6 s under jobs of ~30 s.
+- `launch-exec-kill`, `retained-orphan`, `token-expiry` (`ops/chaos/recovery.py`): the
+  lingering launch exec SIGKILLed, a RETAINED job's host lost, proxy tokens of 6 s under jobs
+  of ~30 s.
 Beat's janitor (`colabq janitor --act` from another host's env, short graces) runs every few
 seconds during the kill, host, Hub and CLI groups: it adopts, resends and stops orphans, and must
 leave the user's assignments alone. `--quick` runs kill-9 (before claim, mid-run, release, once)
@@ -74,6 +76,7 @@ from functools import partial
 from pathlib import Path
 
 from ops.chaos import matrix_run, members, recovery
+from ops.chaos import redis_faults as rf
 from ops.chaos import scenarios as sc
 from ops.chaos.checks import HEADERS, Counters
 from ops.chaos.fleet import Group
@@ -125,21 +128,21 @@ def plan(args: argparse.Namespace) -> dict[str, Runner]:
 
 
 def _with_redis(name: str, persist: bool, outage_s: float, root: Path) -> sc.Outcome:
-    with sc.private_redis(root / f"{name}-redis") as r:
+    with rf.private_redis(root / f"{name}-redis") as r:
 
         def body(g: Group) -> tuple[set[str], str, list[str]]:
             if outage_s:
-                return sc.redis_outages(g, r, outage_s)
-            return sc.redis_restart(g, r, persist=persist)
+                return rf.redis_outages(g, r, outage_s)
+            return rf.redis_restart(g, r, persist=persist)
 
         return sc.run_group(name, root, r.url, body)
 
 
 def _redis_down_long(outage_s: float, root: Path) -> sc.Outcome:
     name = "redis-down-3min"
-    with sc.private_redis(root / f"{name}-redis") as r:
-        body = partial(recovery.redis_down_long, r=r, outage_s=outage_s)
-        return sc.run_group(name, root, r.url, body, recovery.REDIS_ENV)
+    with rf.private_redis(root / f"{name}-redis") as r:
+        body = partial(rf.redis_down_long, r=r, outage_s=outage_s)
+        return sc.run_group(name, root, r.url, body, rf.REDIS_ENV)
 
 
 def _retained_orphan(root: Path) -> sc.Outcome:
@@ -194,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeat", type=int, default=3, help="kills at each point (default 3)")
     p.add_argument("--jobs", type=int, default=100, help="jobs of many-jobs (default 100)")
     p.add_argument("--outage", type=float, default=12.0, help="seconds Redis is down")
-    p.add_argument("--long-outage", type=float, default=recovery.REDIS_OUTAGE_S,
+    p.add_argument("--long-outage", type=float, default=rf.REDIS_OUTAGE_S,
                    help="seconds Redis is down in redis-down-3min (default 180)")  # fmt: skip
     p.add_argument("--keep", action="store_true", help="keep the folders (logs) afterwards")
     p.add_argument("--matrix", action="store_true", help="run only the kill matrix")

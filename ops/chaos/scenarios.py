@@ -13,15 +13,13 @@ import json
 import os
 import signal
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 
 from ops.chaos.checks import ArtifactCheck, Counters, finish, settle
 from ops.chaos.fleet import BOUND_HOST_S, Group, JobPlan, numbered, open_group, wait_until
-from tests.integration.test_redis_outage import PrivateRedis
 from worker.states import TERMINAL, JobState
 
 S = JobState
@@ -104,7 +102,7 @@ class KillPoint:
     expect: frozenset[JobState] = frozenset({S.SUCCEEDED})
 
 
-def _not_over(g: Group, j: JobPlan) -> bool:
+def not_over(g: Group, j: JobPlan) -> bool:
     return g.state(j.job_id) not in TERMINAL
 
 
@@ -146,7 +144,7 @@ KILL_POINTS: tuple[KillPoint, ...] = (
     ),
     KillPoint(
         "persist",
-        lambda g, j: S.PERSISTING in states_seen(g, j.job_id) and _not_over(g, j),
+        lambda g, j: S.PERSISTING in states_seen(g, j.job_id) and not_over(g, j),
         (("stop", {"delay_s": 3, "times": 1}),),
     ),
     KillPoint(
@@ -337,64 +335,6 @@ def hub_down(g: Group, hub: object) -> tuple[set[str], str, list[str]]:
         after = g.submit("hub back", "sleep 1", dest=("--hub-repo", "alice/runs"))
         stuck |= settle(g, [after])
     return stuck, "1 final upload refused, then 1 job", [] if hit else ["point not caught"]
-
-
-# --- Redis ----------------------------------------------------------------------------------
-
-
-@contextmanager
-def private_redis(root: Path) -> Iterator[PrivateRedis]:
-    """A redis-server of the group's own with an append-only file, stopped and started to make
-    outages (tests/integration/test_redis_outage.py's)."""
-    root.mkdir(parents=True, exist_ok=True)
-    with PrivateRedis(root) as r:
-        yield r
-
-
-OUTAGE_POINTS: tuple[tuple[str, Waiter, str | None], ...] = (
-    ("allocation", lambda g, j: runner_phase(g, j.job_id) == "allocating", "new"),
-    ("upload", lambda g, j: runner_phase(g, j.job_id) == "uploading", "upload"),
-    ("mid-run", lambda g, j: "started" in g.fleet.output(j.job_id), None),
-    ("release", lambda g, j: S.RELEASING in states_seen(g, j.job_id) and _not_over(g, j), "stop"),
-)
-
-
-def redis_outages(g: Group, r: PrivateRedis, seconds: float) -> tuple[set[str], str, list[str]]:
-    stuck: set[str] = set()
-    notes: list[str] = []
-    for name, reached, slow in OUTAGE_POINTS:
-        if slow:
-            fault(g, slow, delay_s=3, times=1)
-        # The idle timeout outlasts the outage, so the job's last lines still reach the log.
-        j = g.submit(f"Redis down {seconds:.0f} s at {name}", "sleep 6", idle="20s")
-        if not wait_until(partial(reached, g, j), POINT_TIMEOUT_S, 0.02):
-            notes.append(f"point not caught: {name}")
-        r.outage(seconds).join()
-        g.fleet.emu("faults", "clear")
-        stuck |= settle(g, [j])
-    return stuck, f"4 outages of {seconds:.0f} s", notes
-
-
-def redis_restart(g: Group, r: PrivateRedis, *, persist: bool) -> tuple[set[str], str, list[str]]:
-    """Redis restarted mid-run: with its append-only file it comes back with everything;
-    without persistence (killed, started on an empty folder) it comes back empty: every record,
-    lease and queue gone."""
-    what = "(AOF)" if persist else "(no persistence)"
-    j = g.submit(f"Redis restarted {what}", numbered(40), deadline_s=60)
-    hit = wait_until(lambda: "line-5" in g.fleet.output(j.job_id), POINT_TIMEOUT_S)
-    if persist:
-        r.stop()
-    else:
-        assert r.proc is not None
-        r.proc.kill()
-        r.proc.wait()
-        r.root = r.root / "empty"
-        r.root.mkdir()
-    r.start()
-    stuck = settle(g, [j])
-    after = g.submit("after the restart", numbered(5))
-    stuck |= settle(g, [after])
-    return stuck, "1 restart mid-run, then 1 job", [] if hit else ["point not caught"]
 
 
 # --- running a group ------------------------------------------------------------------------
