@@ -14,7 +14,8 @@ from tests.factories import make_spec
 from worker.clock import FakeClock
 from worker.records.keys import Keys
 from worker.records.lease import Heartbeat, LeaseLost
-from worker.records.ledger import Ledger, Renewal
+from worker.records.ledger import Ledger
+from worker.records.ownership import Renewal
 from worker.states import JobState as S
 
 

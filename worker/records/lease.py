@@ -21,7 +21,8 @@ from collections.abc import Callable
 from types import TracebackType
 
 from worker.errors import ColabqError
-from worker.records.ledger import Ledger, Renewal
+from worker.records.ledger import Ledger
+from worker.records.ownership import Renewal
 
 log = logging.getLogger(__name__)
 

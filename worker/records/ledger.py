@@ -1,7 +1,9 @@
-"""The job ledger in Redis: records, state history, ownership, leases, cancel flags, log streams.
+"""The job ledger in Redis: reading records, state history, cancel flags, log streams, and the
+one door every caller goes through.
 
-What a record is, and how it is read back, is `record.py`'s; creating jobs is `create.py`'s and
-the first claim `claim.py`'s.
+What a record is, and how it is read back, is `record.py`'s; creating jobs is `create.py`'s, the
+first claim `claim.py`'s, and the lock, owner and lease of a job (claim, renew, adopt, take over,
+restore, the janitor's lock) `ownership.py`'s, behind thin methods here.
 
 `transition()` is the only writer of a job's state: it checks the edge against `states.ALLOWED`
 and the caller's ownership token in one optimistic transaction, so a stale owner can never
@@ -10,20 +12,22 @@ overwrite a newer one. Key names come from `keys.Keys`. Nothing here ever stores
 
 from __future__ import annotations
 
-import enum
 import json
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import redis
 
 from worker.clock import Clock
 from worker.errors import AmbiguousJob, IllegalTransition, JobNotFound, StaleOwner
+from worker.records import ownership
 from worker.records.create import CREATE_SCRIPT, create_jobs
 from worker.records.forward import Feed
 from worker.records.forward import ForwardItem as ForwardItem  # callers import it from here
 from worker.records.keys import Keys
+from worker.records.ownership import Renewal
 from worker.records.record import (
+    MAY_HOLD,
     HistoryEntry,
     JobRecord,
     LogLine,
@@ -31,11 +35,10 @@ from worker.records.record import (
     decode_record,
     history_entry,
 )
+from worker.records.txn import watched
 from worker.records.unheld import cancel_unheld
-from worker.spec import JobSpec, destination, destination_key, encode_spec
-from worker.states import HOLDS_SESSION, TERMINAL, JobState, can_transition
-
-T = TypeVar("T")
+from worker.spec import JobSpec, destination_key
+from worker.states import TERMINAL, JobState, can_transition
 
 # Start segment N of a job (its first, or a restart): the VM's console log starts again at 0
 # and the previous segment's sentinels are cleared. Only the job's owner may do it.
@@ -49,39 +52,6 @@ end
 redis.call('HSET', KEYS[2], 'segment', ARGV[2], 'log_offset', '0')
 return 1
 """
-
-# Renew a lease: extend the lock if we hold it; take it back if it expired (an outage longer
-# than the lease) while the job still names us its owner. Anything else means we lost it.
-# KEYS: lock, job hash, leases zset. ARGV: owner, ttl ms, lease expiry (epoch s), job id.
-_RENEW = """
-local cur = redis.call('GET', KEYS[1])
-if cur == ARGV[1] then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-elseif (not cur) and redis.call('HGET', KEYS[2], 'owner') == ARGV[1] then
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-elseif (not cur) and redis.call('EXISTS', KEYS[2]) == 0 then
-  return 2
-else
-  return 0
-end
-redis.call('ZADD', KEYS[3], ARGV[3], ARGV[4])
-return 1
-"""
-
-
-# Take over a job from an owner known to be dead (its process is gone from this host): the
-# lock, if it is free or still that owner's, and the ownership. KEYS: lock, job hash, leases.
-# ARGV: old owner, new owner, ttl ms, lease expiry, job id.
-_TAKE_OVER = """
-if redis.call('HGET', KEYS[2], 'owner') ~= ARGV[1] then return 0 end
-local cur = redis.call('GET', KEYS[1])
-if cur and cur ~= ARGV[1] then return 0 end
-redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
-redis.call('HSET', KEYS[2], 'owner', ARGV[2])
-redis.call('ZADD', KEYS[3], ARGV[4], ARGV[5])
-return 1
-"""
-
 
 _RELEASE_DESTINATION = """
 if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then
@@ -111,14 +81,6 @@ return out
 """
 
 
-class Renewal(enum.IntEnum):
-    """What a lease renewal found."""
-
-    LOST = 0  # another owner holds the job
-    RENEWED = 1
-    RECORD_GONE = 2  # no lock and no record: Redis lost the job's keys
-
-
 class Ledger:
     def __init__(
         self,
@@ -141,8 +103,6 @@ class Ledger:
         # The observers' part (the attach client's and the watchdog's writes), shared with them.
         self.feed = Feed(client, keys, log_maxlen=log_maxlen, retention_s=retention_s)
         self._start_segment = client.register_script(_START_SEGMENT)
-        self._renew = client.register_script(_RENEW)
-        self._take_over = client.register_script(_TAKE_OVER)
 
     # --- creation and reading ---------------------------------------------------------------
 
@@ -209,35 +169,13 @@ class Ledger:
             raise JobNotFound(prefix)
         raise AmbiguousJob(prefix, candidates, total)
 
-    # --- ownership --------------------------------------------------------------------------
+    # --- ownership and leases: `worker.records.ownership`'s -------------------------------
 
     def claim(self, job_id: str, owner: str, ttl_s: float) -> bool:
-        """Take the per-job lock and become the owner of an unowned job. False if another
-        runner holds it or owned it (invariant 6: at most one live session per job)."""
-        if not self.r.set(self.keys.lock(job_id), owner, nx=True, px=int(ttl_s * 1000)):
-            return False
-        key = self.keys.job(job_id)
-
-        def txn(pipe: Any) -> bool:
-            cur = pipe.hget(key, "owner")
-            if cur is None or cur.decode() not in ("", owner):
-                return False
-            pipe.multi()
-            pipe.hset(key, "owner", owner)
-            pipe.zadd(self.keys.leases(), {job_id: self.clock.time() + ttl_s})
-            return True
-
-        ok = self._watch(txn, key)
-        if not ok:
-            self.release_lock(job_id, owner)
-        return ok
+        return ownership.claim(self, job_id, owner, ttl_s)
 
     def renew(self, job_id: str, owner: str, ttl_s: float) -> Renewal:
-        """Heartbeat: extend the lease if we still hold it (or take back a lock that expired
-        during an outage while the job still names us)."""
-        expiry = self.clock.time() + ttl_s
-        keys = [self.keys.lock(job_id), self.keys.job(job_id), self.keys.leases()]
-        return Renewal(int(self._renew(keys=keys, args=[owner, int(ttl_s * 1000), expiry, job_id])))
+        return ownership.renew(self, job_id, owner, ttl_s)
 
     def restore(
         self,
@@ -249,90 +187,28 @@ class Ledger:
         held_since: float | None = None,
         **fields: str,
     ) -> bool:
-        """Write again the record of a job that Redis lost (restarted without persistence)
-        while its owner lives, from what the owner holds: spec, state, owner, lease, the
-        indexes, and the held-time clock from `held_since` (when the owner recorded the
-        session's endpoint; the held time of earlier segments is lost with the record).
-        False if a record exists (then nothing is written)."""
-        check_fields(fields)
-        key, k = self.keys.job(spec.job_id), self.keys
-        now = self.clock.time()
-        created = spec.submitted_at.timestamp()
-        reason = "record restored by its owner: Redis lost it (restarted without persistence)"
-
-        def txn(pipe: Any) -> bool:
-            if pipe.exists(key):
-                return False
-            pipe.multi()
-            pipe.hset(
-                key,
-                mapping={"spec": encode_spec(spec), "state": state.value, "owner": owner,
-                         "reason": reason, "created_at": repr(created),
-                         "updated_at": repr(now), **fields},
-            )  # fmt: skip
-            pipe.rpush(k.history(spec.job_id), history_entry(state, now, reason))
-            pipe.zadd(k.jobs(), {spec.job_id: created})
-            if state not in TERMINAL:
-                pipe.sadd(k.active(), spec.job_id)
-                pipe.hset(k.live_destinations(), destination(spec), spec.job_id)
-            pipe.set(k.idempotency(spec.idempotency_key), spec.job_id)
-            pipe.set(k.lock(spec.job_id), owner, px=int(ttl_s * 1000))
-            pipe.zadd(k.leases(), {spec.job_id: now + ttl_s})
-            if fields.get("endpoint"):
-                pipe.hset(k.endpoints(), fields["endpoint"], spec.job_id)
-                if held_since is not None and state in self._MAY_HOLD:
-                    pipe.hset(key, "held_since", repr(min(held_since, now)))
-            return True
-
-        return self._watch(txn, key)
+        return ownership.restore(self, spec, owner, state, ttl_s, held_since=held_since, **fields)
 
     def release_lock(self, job_id: str, owner: str) -> None:
-        self._delete_if_holder(self.keys.lock(job_id), owner, also=job_id)
+        ownership.release_lock(self, job_id, owner)
 
     def expired_leases(self, now: float) -> list[str]:
-        """Jobs whose owner stopped renewing its lease before `now`."""
-        return [r.decode() for r in self.r.zrangebyscore(self.keys.leases(), "-inf", now)]
+        return ownership.expired_leases(self, now)
 
     def drop_lease(self, job_id: str) -> None:
-        self.r.zrem(self.keys.leases(), job_id)
+        ownership.drop_lease(self, job_id)
 
     def adopt(self, job_id: str, new_owner: str, ttl_s: float) -> bool:
-        """Take a job whose owner died: its lock (free, since the lease expired) and its
-        ownership. False if someone holds the lock (the owner came back, or another adopter)."""
-        if not self.r.set(self.keys.lock(job_id), new_owner, nx=True, px=int(ttl_s * 1000)):
-            return False
-        pipe = self.r.pipeline(transaction=True)
-        pipe.hset(self.keys.job(job_id), "owner", new_owner)
-        pipe.zadd(self.keys.leases(), {job_id: self.clock.time() + ttl_s})
-        pipe.execute()
-        return True
+        return ownership.adopt(self, job_id, new_owner, ttl_s)
 
     def take_over(self, job_id: str, old_owner: str, new_owner: str, ttl_s: float) -> bool:
-        """Become the owner of a job whose owner is provably dead (not just silent)."""
-        keys = [self.keys.lock(job_id), self.keys.job(job_id), self.keys.leases()]
-        expiry = self.clock.time() + ttl_s
-        args: list[str | int | float] = [old_owner, new_owner, int(ttl_s * 1000), expiry, job_id]
-        return bool(self._take_over(keys=keys, args=args))
+        return ownership.take_over(self, job_id, old_owner, new_owner, ttl_s)
 
     def try_janitor_lock(self, token: str, ttl_s: float) -> bool:
-        """One janitor pass at a time, whatever runs beat (set-if-absent with expiry)."""
-        return bool(self.r.set(self.keys.janitor_lock(), token, nx=True, px=int(ttl_s * 1000)))
+        return ownership.try_janitor_lock(self, token, ttl_s)
 
     def release_janitor_lock(self, token: str) -> None:
-        self._delete_if_holder(self.keys.janitor_lock(), token)
-
-    def _delete_if_holder(self, key: str, token: str, *, also: str | None = None) -> None:
-        """Delete a lock only if `token` still holds it (checked and deleted atomically)."""
-
-        def txn(pipe: Any) -> None:
-            cur = pipe.get(key)
-            pipe.multi()
-            if cur is not None and cur.decode() == token:
-                pipe.delete(key)
-                if also is not None:
-                    pipe.zrem(self.keys.leases(), also)
-
-        self._watch(txn, key)
+        ownership.release_janitor_lock(self, token)
 
     # --- the one state writer ---------------------------------------------------------------
 
@@ -389,10 +265,7 @@ class Ledger:
                 pipe.eval(_RELEASE_DESTINATION, 1, self.keys.live_destinations(),
                           destination_key(spec_d.get("artifact") or {}), job_id)  # fmt: skip
 
-        self._watch(txn, key)
-
-    # States in which a recorded endpoint starts the held-time clock (`_hold`).
-    _MAY_HOLD = frozenset({JobState.ALLOCATING, *HOLDS_SESSION})
+        watched(self.r, txn, key)
 
     def _hold(
         self,
@@ -413,7 +286,7 @@ class Ledger:
         if held_since is not None and (src is JobState.RELEASING or dst in TERMINAL):
             pipe.hincrbyfloat(key, "held_s", max(now - float(held_since), 0.0))
             pipe.hdel(key, "held_since")
-        elif held_since is None and endpoint_recorded and dst in self._MAY_HOLD:
+        elif held_since is None and endpoint_recorded and dst in MAY_HOLD:
             pipe.hset(key, "held_since", repr(now))
 
     def _job_keys(self, job_id: str) -> tuple[str, ...]:
@@ -439,10 +312,10 @@ class Ledger:
                 # The runner records the endpoint the moment `colab new` returns (its assign
                 # call): the held-time clock starts here, not at the STARTING transition.
                 st = JobState(state.decode()) if state is not None else None
-                if held_since is None and st in self._MAY_HOLD:
+                if held_since is None and st in MAY_HOLD:
                     pipe.hset(key, "held_since", repr(now))
 
-        self._watch(txn, key)
+        watched(self.r, txn, key)
 
     # --- watchdog observations (not state: no owner needed) ---------------------------------
 
@@ -520,17 +393,3 @@ class Ledger:
             )
             for i, f in rows
         ]
-
-    # --- internals --------------------------------------------------------------------------
-
-    def _watch(self, fn: Callable[[Any], T], *watch: str) -> T:
-        while True:
-            with self.r.pipeline() as pipe:
-                try:
-                    pipe.watch(*watch)
-                    result = fn(pipe)
-                    if pipe.explicit_transaction:
-                        pipe.execute()
-                    return result
-                except redis.WatchError:
-                    continue

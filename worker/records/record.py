@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from worker.spec import JobSpec, decode_spec
-from worker.states import JobState
+from worker.states import HOLDS_SESSION, JobState
 
 # Record fields a runner may set besides the state (anything else is a bug, caught here).
 RUNTIME_FIELDS = frozenset(
@@ -53,6 +53,10 @@ RUNTIME_FIELDS = frozenset(
         "gpu",
     }
 )
+
+# States in which a recorded endpoint starts the held-time clock (`held_since`): an assigned
+# session may be billed from ALLOCATING on.
+MAY_HOLD = frozenset({JobState.ALLOCATING, *HOLDS_SESSION})
 
 
 @dataclass(frozen=True)
