@@ -11,6 +11,9 @@ where Typer would import it for nothing, and a usage error as one line.
   `list[str]` or `Path` value whose result is plain (a decimal integer, a number with a point,
   a string) is coerced here to exactly what the adapter returns; anything else (a range, an
   error, a parser of its own) still goes to Typer's adapter, so its messages are Typer's.
+- **Flags without a type.** Typer's rich help prints each option's type (`<int>`), a flag's
+  too (`<bool>`), although a flag takes no value: a flag's metavar is made empty, which shows
+  nothing there (the plain help never shows a flag's metavar).
 - **One-line usage errors.** Typer's framed error is several lines on stderr; every colabq
   error is one line (`colabq: ...`) with the exit code of bad input (2).
 
@@ -137,8 +140,19 @@ def read_plain_values(params: Sequence[Parameter]) -> None:
             param._runtime_param = PlainValues(param.type_descriptor)  # type: ignore[attr-defined]
 
 
+def untyped_flags(params: list[Parameter]) -> list[Parameter]:
+    """`params`, each flag's metavar made empty (see the module's docstring)."""
+    for param in params:
+        if getattr(param, "is_flag", False) and param.metavar is None:
+            param.metavar = ""
+    return params
+
+
 class PlainValuesCommand(TyperCommand):
-    """Typer's command, its values coerced by `PlainValues`."""
+    """Typer's command, its values coerced by `PlainValues`, its flags shown without a type."""
+
+    def get_params(self, ctx: Context) -> list[Parameter]:
+        return untyped_flags(super().get_params(ctx))
 
     def parse_args(self, ctx: Context, args: list[str]) -> list[str]:
         read_plain_values(self.get_params(ctx))  # with --help, made on first need
@@ -214,6 +228,9 @@ class OneLineErrors(TyperGroup):
 
     def list_commands(self, ctx: Context) -> list[str]:
         return list(self.commands)  # the names alone: listing builds no command
+
+    def get_params(self, ctx: Context) -> list[Parameter]:
+        return untyped_flags(super().get_params(ctx))
 
     def parse_args(self, ctx: Context, args: list[str]) -> list[str]:
         read_plain_values(self.get_params(ctx))  # with --help and the completion options

@@ -61,7 +61,9 @@ def submit(
             "backoff) before it ends FAILED_NO_GPU. Default: 2h.",
         ),
     ] = None,
-    high_mem: Annotated[bool, typer.Option("--high-mem")] = False,
+    high_mem: Annotated[
+        bool, typer.Option("--high-mem", help="Ask Colab for a high-memory VM.")
+    ] = False,
     wall: Annotated[str, typer.Option(help="Wall-clock cap, 5m to 24h (unconditional).")] = "12h",
     idle: Annotated[str, typer.Option(help="Idle timeout after the job ends.")] = "180s",
     ttl: Annotated[
@@ -93,7 +95,13 @@ def submit(
     commit: Annotated[
         str | None, typer.Option(help="Commit under test (default: git HEAD).")
     ] = None,
-    idempotency_key: Annotated[str | None, typer.Option()] = None,
+    idempotency_key: Annotated[
+        str | None,
+        typer.Option(
+            help="One job per key while that job is live or succeeded: submitting it again "
+            "yields that job (default: a hash of the run name, commit, script and settings).",
+        ),
+    ] = None,
     env: Annotated[
         list[str] | None,
         typer.Option(help="NAME=VALUE: an environment variable of the job (never a secret)."),

@@ -13,6 +13,10 @@ import typer
 
 from producer.clictx import _connect, build_app, load_settings, queue_for
 
+LogLevelOpt = Annotated[
+    str, typer.Option(help="Celery's log level: DEBUG, INFO, WARNING, ERROR or CRITICAL.")
+]
+
 
 def worker(
     gpu: Annotated[
@@ -20,7 +24,7 @@ def worker(
     ] = None,
     concurrency: Annotated[int, typer.Option(help="Slots = Colab sessions at once.")] = 1,
     name: Annotated[str | None, typer.Option(help="Celery node name.")] = None,
-    loglevel: Annotated[str, typer.Option()] = "INFO",
+    loglevel: LogLevelOpt = "INFO",
 ) -> None:
     """Run a Celery worker: each slot holds one Colab session at a time."""
     check_gpu_types(gpu or ())
@@ -51,7 +55,7 @@ def check_gpu_types(given: list[str] | tuple[str, ...]) -> None:
             )
 
 
-def beat(loglevel: Annotated[str, typer.Option()] = "INFO") -> None:
+def beat(loglevel: LogLevelOpt = "INFO") -> None:
     """Run beat (exactly one per deployment) with its own janitor worker.
 
     The janitor must run even while every GPU slot is busy for hours, so it has its own queue,
