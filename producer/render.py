@@ -370,7 +370,7 @@ def workers_table(rows: list[dict[str, Any]], now: float) -> RenderableType:
     for col in ("worker", "host", "GPUs", "state", "job", "last beat"):
         table.add_column(col, overflow="fold")
     for r in rows:
-        state = str(r["state"])
+        state = str(r["state"]).upper()  # as a job's state in a table; `--json` has the value
         if r["state"] == "drained":
             since = max(0.0, now - float(r["drained_since"] or now))
             how = "by hand" if r["drained_by_hand"] else f"{r['failures_in_row']} failure(s)"

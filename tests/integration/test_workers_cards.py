@@ -35,7 +35,7 @@ def test_workers_lists_each_worker_busy_with_its_job_then_idle(fleet: Fleet) -> 
     wait_for(lambda: cards(fleet)[0]["job_id"] == job_id, "the card names its job", 15)
     assert cards(fleet)[0]["busy"] is True
     table = runner.invoke(app, ["workers"], env=fleet.env).output
-    assert "busy" in table and job_id in table.replace("\n", "")
+    assert "BUSY" in table and job_id in table.replace("\n", "")
     fleet.wait_terminal(job_id)
     wait_for(lambda: cards(fleet)[0]["busy"] is False, "idle again", 15)
     os.killpg(fleet.proc.pid, signal.SIGTERM)  # a worker that stops says so
