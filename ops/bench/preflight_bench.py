@@ -4,7 +4,8 @@ it replaces, in the same run.
 Builds a temporary repository with 5,000 config files under configs/, recipes/ and
 experiments/ (YAML/JSON/TOML, depth <= 3, mtimes spread over 60 days so some are older than the
 30-day window), then, after one untimed round, times --runs rounds of:
-- colabq: `colabq preflight --json` of this venv as a new process, as a user types it (start-up
+- colabq: `colabq preflight --json` of an install without development extras
+  (`rig.runtime_python`) as a new process, as a user types it (start-up
   included; the run's config changes a risky key, so the report fails: exit 2);
 - the anchor: `find configs recipes experiments -maxdepth 3 -mtime -30 \\( -name '*.yaml' … \\)`
   then `diff -u ref new`, each a subprocess;
@@ -26,7 +27,6 @@ import argparse
 import json
 import os
 import random
-import shutil
 import statistics
 import subprocess
 import sys
@@ -42,6 +42,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from ops.bench.figures import Figure, check_runs, emit  # noqa: E402
+from ops.bench.rig import runtime_python  # noqa: E402
 from producer.preflight import (  # noqa: E402
     PreflightOptions,
     RemoteState,
@@ -140,11 +141,8 @@ def time_shell(repo: Path, ref: Path, intended: Path) -> tuple[float, int]:
 
 
 def colabq_executable() -> str:
-    beside = Path(sys.executable).parent / "colabq"  # the venv's console script
-    found = str(beside) if beside.is_file() else shutil.which("colabq")
-    if found is None:
-        raise SystemExit("colabq is not installed in this environment (pip install -e .)")
-    return found
+    """`colabq` as a user's install has it: without development extras (`rig.runtime_python`)."""
+    return str(runtime_python().parent / "colabq")
 
 
 def own_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -172,13 +170,14 @@ def time_command(argv: list[str], env: Mapping[str, str], cwd: Path, ok: tuple[i
 
 
 def heaviest_imports(
-    argv: list[str], env: Mapping[str, str], cwd: Path, count: int = 7
+    argv: list[str], env: Mapping[str, str], cwd: Path, count: int = 7, python: str | None = None
 ) -> list[tuple[str, float]]:
     """The command's imports: seconds spent importing each top-level package's own modules
     (`-X importtime` self times, summed by package; importtime adds overhead of its own, so
     read them as shares), heaviest first, "total" first of all."""
     done = subprocess.run(
-        [sys.executable, "-X", "importtime", *argv], cwd=cwd, env=dict(env), capture_output=True,
+        [python or sys.executable, "-X", "importtime", *argv], cwd=cwd, env=dict(env),
+        capture_output=True,
         text=True, check=False,
     )  # fmt: skip
     by_package: dict[str, float] = defaultdict(float)
@@ -222,7 +221,7 @@ def main() -> int:
             checks.append(time_python(repo, intended)[0])
             helps.append(time_command([colabq, "--help"], env, repo, (0,)))
             as_is.append(time_command(argv, own, repo, (2,)))
-        imports = heaviest_imports(argv, env, repo)
+        imports = heaviest_imports(argv, env, repo, python=str(runtime_python()))
         ours = len(find_config_candidates(repo, now=datetime.now(UTC)))
     med = statistics.median
     print(f"repository: {FILES + 2} config files; within 30 days: find lists {listed}, "

@@ -24,6 +24,28 @@ EMULATOR = ROOT / "ops" / "colab"
 DEFAULT_REDIS_URL = os.environ.get("COLABQ_BENCH_REDIS_URL", "redis://127.0.0.1:6379/11")
 
 
+RUN_VENV = ROOT / ".venv-run"
+
+
+def runtime_python() -> Path:
+    """The python of a venv holding colabq with its runtime dependencies only (`make demo`'s,
+    a user's install: no development extras, so no OpenTelemetry for redis-py to import). Made
+    once (about 40 s) and reused until pyproject.toml or the constraints change."""
+    py, stamp = RUN_VENV / "bin" / "python", RUN_VENV / ".installed"
+    sources = (ROOT / "pyproject.toml", ROOT / "ops" / "constraints.txt")
+    if stamp.exists() and all(s.stat().st_mtime <= stamp.stat().st_mtime for s in sources):
+        return py
+    print(f"building {RUN_VENV.name}: colabq without development extras", flush=True)
+    subprocess.run([PY, "-m", "venv", "--clear", str(RUN_VENV)], check=True)
+    subprocess.run(
+        [str(py), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+         "-c", str(ROOT / "ops" / "constraints.txt"), "-e", str(ROOT)],
+        check=True,
+    )  # fmt: skip
+    stamp.touch()
+    return py
+
+
 def fleet_env(root: Path, redis_url: str = DEFAULT_REDIS_URL) -> dict[str, str]:
     """The environment of a worker (and of `colabq` commands) under `root`: its own key and
     queue prefix, state dir, emulator home and HOME."""

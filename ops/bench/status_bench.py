@@ -16,8 +16,10 @@ and, printed beside them: `colabq status --state running` and its anchor (the fi
 of every job first), and both anchors' reads in this process. The note of P6 names what the
 command's start-up imports (`python -X importtime`, by package).
 
-The commands run with a bytecode cache of their own (PYTHONPYCACHEPREFIX in a temporary folder,
-filled by the untimed round), as an installed colabq runs; the anchors too. Targets: P6
+The commands and the anchors run from an install without development extras
+(`rig.runtime_python`, as `make demo` and a user have it), with a bytecode cache of their own
+(PYTHONPYCACHEPREFIX in a temporary folder, filled by the untimed round), as an installed colabq
+runs. Targets: P6
 median <= 0.25 s, P6b median <= 1 s. Exits 0 whether or not they are met; non-zero only when it
 could not measure (no redis-server, a command that failed or listed the wrong rows).
 
@@ -47,7 +49,7 @@ from janitor_bench import spec  # noqa: E402 (the same jobs as the janitor bench
 from preflight_bench import describe, heaviest_imports  # noqa: E402
 
 from ops.bench.figures import Figure, check_runs, emit  # noqa: E402
-from ops.bench.rig import private_redis  # noqa: E402
+from ops.bench.rig import private_redis, runtime_python  # noqa: E402
 from producer.joblist import SUMMARY_FIELDS, Filters  # noqa: E402
 from worker.clock import SystemClock  # noqa: E402
 from worker.records.keys import Keys  # noqa: E402
@@ -95,8 +97,8 @@ def fill(ledger: Ledger, jobs: int, running: int, queued: int) -> None:
 
 
 def colabq_argv() -> list[str]:
-    script = Path(sys.executable).parent / "colabq"
-    return [str(script)] if script.is_file() else [sys.executable, "-m", "producer.cli"]
+    """`colabq` as a user's install has it: without development extras (`rig.runtime_python`)."""
+    return [str(runtime_python().parent / "colabq")]
 
 
 def cpu_s() -> float:
@@ -147,7 +149,7 @@ def anchor(r: redis.Redis, keys: Keys, by: tuple[str, ...] = ()) -> None:
 def anchor_process(
     env: Mapping[str, str], url: str, prefix: str, by: tuple[str, ...] = ()
 ) -> Callable[[], None]:
-    argv = [sys.executable, "-c", ANCHOR, url, prefix, "30", ",".join(SUMMARY_FIELDS),
+    argv = [str(runtime_python()), "-c", ANCHOR, url, prefix, "30", ",".join(SUMMARY_FIELDS),
             ",".join(by)]  # fmt: skip
     return lambda: subprocess.run(argv, env=dict(env), check=True)
 
@@ -203,7 +205,9 @@ def bench(url: str, jobs: int, running: int, queued: int, runs: int, home: Path)
     print(f"{runs} runs each:")
     for name, xs in results.items():
         print(line(name, xs, width))
-    imports = heaviest_imports([*colabq_argv(), "status"], empty, ROOT)
+    imports = heaviest_imports(
+        [*colabq_argv(), "status"], empty, ROOT, python=str(runtime_python())
+    )
     print(f"  colabq status, empty ledger: {describe(imports)}")
     print(f"load average (1 min) at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
 
