@@ -45,7 +45,8 @@ bench: install
 	bash ops/ensure-redis.sh
 	$(BIN)/python ops/bench/table.py
 
-# kill -9, host loss, Redis, Hub and CLI faults, load: one table, all zero (about 11 minutes).
+# kill -9, host loss, Redis, Hub and CLI faults, load, broken fleet members, the kill matrix:
+# one table, all zero (about 28 minutes on 2 cores).
 chaos: install
 	bash ops/ensure-redis.sh
 	$(BIN)/python -m ops.chaos

@@ -160,7 +160,8 @@ class Group:
         with _submit_lock:
             res = _runner.invoke(app, [*argv, "--json"], env=env or self.env)
         if res.exit_code != 0:
-            raise RuntimeError(f"colabq {' '.join(argv)}: {res.output}")
+            why = res.output or f"{type(res.exception).__name__}: {res.exception}"
+            raise RuntimeError(f"colabq {' '.join(argv)}: {why}")
         return json.loads(res.output)
 
     def state(self, job_id: str) -> JobState | None:

@@ -3,7 +3,7 @@ faults and load, on the offline Colab emulator, with the user's own notebook ses
 unknown `[?]` assignment present throughout every group. It prints one table and exits 1 unless
 every counter of every group is zero.
 
-    make chaos                                     # everything: the groups, then the kill matrix
+    make chaos                                     # everything (about 28 minutes on 2 cores)
     .venv/bin/python -m ops.chaos --quick          # the CI subset (about a minute)
     .venv/bin/python -m ops.chaos --only kill-9 --repeat 1 --jobs 20 --keep
     .venv/bin/python -m ops.chaos --matrix         # only the kill matrix (every process x phase)
