@@ -19,7 +19,7 @@ from worker.records.record import JobRecord
 from worker.records.unheld import note_reason
 from worker.session import plan as vmplan
 from worker.session import procs
-from worker.session.job import Finish, JobRun, to_int
+from worker.session.job import FRESH, Finish, JobRun, to_int
 from worker.session.recovery import recover_results
 from worker.session.watchpolicy import Phase
 from worker.states import JobState as S
@@ -201,17 +201,22 @@ class Finishing(JobRun):
         self._to(state, reason, **fields)
 
     def _restart(self, rec: JobRecord) -> None:
-        """A new segment: a new session, resumed from the last synced checkpoint."""
-        self.restarts = int(rec.get("restarts") or 0) + 1
-        self.segment = self.restarts
+        """A new segment: a new session, resumed from the last synced checkpoint (or, `FRESH`,
+        a new session for a job that never ran on its first: no restart counted)."""
+        fresh = rec.reason.startswith(FRESH)
+        self.restarts = int(rec.get("restarts") or 0) + (0 if fresh else 1)
+        self.segment = int(rec.get("segment") or 0) + 1
         self.name, self.endpoint, self.exit_code, self.released = None, None, None, None
         self._early_error = None
         self.resume_uri = self.d.store.checkpoint_uri(self.spec)
         where = self.resume_uri or self.spec.resume_from or "the start (nothing synced yet)"
         self.d.ledger.start_segment(self.job_id, self.owner, self.segment)
+        what = (
+            "a fresh session" if fresh else f"restart {self.restarts} of {self.spec.max_restarts}"
+        )
         self._to(
             S.ALLOCATING,
-            f"restart {self.restarts} of {self.spec.max_restarts}: resuming from {where}",
+            f"{what}: resuming from {where}",
             segment=str(self.segment),
             restarts=str(self.restarts),
         )

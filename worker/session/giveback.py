@@ -24,7 +24,7 @@ from worker.states import JobState as S
 class GivingBack(Finishing):
     def _put_back(self, p: PutBack) -> Outcome:
         d, now = self.d, self.d.clock.time()
-        if self.segment > 0:
+        if self.restarts > 0:
             # A restart segment keeps its place (its restarts, its checkpoint): it ends as
             # before rather than start again from the first segment.
             state = S.FAILED_NO_GPU if p.cause is Cause.CAPACITY else S.FAILED

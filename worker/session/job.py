@@ -39,6 +39,9 @@ WatchdogStarter = Callable[[JobFiles, Mapping[str, str]], object]
 InputChecker = Callable[[str], int]  # an hf:// URI -> its bytes; raises if missing or empty
 Fence = Callable[[], None]
 LAUNCH_TIMEOUT_S = 120.0
+# A RESTARTING reason that starts with this: a fresh session for a job that never ran on the
+# one it had (not a restart of the job: not counted against --max-restarts).
+FRESH = "fresh session:"
 # Redis errors that outlasted the client's retries: the owner can record nothing any more.
 REDIS_DOWN = (redis.ConnectionError, redis.TimeoutError)
 

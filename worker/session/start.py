@@ -13,13 +13,15 @@ from worker.errors import (
     ColabError,
     ColabqError,
     RemotePathNotFound,
+    SessionLost,
+    SessionNotFound,
 )
 from worker.fleet.causes import CAPACITY_ERRORS, Cause, GpuMismatch, PutBack, cause_of
 from worker.records.record import JobRecord
 from worker.session import checks, procs
 from worker.session import plan as vmplan
-from worker.session.job import Finish, JobRun, session_name
-from worker.session.launch import launch_job
+from worker.session.job import FRESH, Finish, JobRun, session_name
+from worker.session.launch import launch_job, lost_while_launching
 from worker.session.watchpolicy import Phase
 from worker.states import JobState as S
 from worker.tracker.clients import open_run
@@ -233,7 +235,10 @@ class Starting(JobRun):
         return ref
 
     def _launched(self) -> bool:
-        """Whether the wrapper was started already (an adopter's question: never twice)."""
+        """Whether the wrapper was started already (an adopter's question: never twice). A
+        session that is gone before the job was launched (its owner died mid-upload and the
+        watchdog stopped the idle VM) is the VM's end, never the job's: a fresh session
+        (`FRESH`, not counted as a restart) unless the store shows the job ran."""
         if self.d.ledger.read_watch(self.job_id).get("exec_launched"):
             return True
         assert self.name is not None
@@ -247,6 +252,15 @@ class Starting(JobRun):
             )
         except RemotePathNotFound:
             return False
+        except (SessionNotFound, SessionLost):
+            if (
+                lost_while_launching(self, "its session was gone when this owner resumed it")
+                is None
+            ):
+                return True  # the job ran and ended (the store has its exit): settle it
+            raise Finish(
+                S.RESTARTING, f"{FRESH} its session was released before the job was launched"
+            ) from None
         finally:
             marker.unlink(missing_ok=True)
         return True
