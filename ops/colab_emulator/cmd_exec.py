@@ -184,6 +184,11 @@ def run_on_kernel(
                     log_debug(ctx, f"websocket to {endpoint} closed: the VM is gone")
                     raise connection_lost(deadline, fault)
             if proc.poll() is not None and not status_path.exists() and now >= deadline:
+                # A dead kernel on a live VM never replies; a VM that went away (its kernel
+                # with it) is a lost connection, however late this loop looks (a loaded host).
+                if backend.get(endpoint) is None:
+                    drain()
+                    raise connection_lost(deadline, fault)
                 raise TimeoutError(TIMEOUT_MESSAGE)
             time.sleep(POLL_S)
 
