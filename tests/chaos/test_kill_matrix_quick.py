@@ -1,9 +1,11 @@
-"""The kill matrix's CI subset: three representative cells of `python -m ops.chaos --matrix` (the
-whole matrix runs in `make chaos`), each judged from outside colabq: the launch exec SIGKILLed
-while it lingers after its cell, the attach client's process group SIGKILLed mid-run, and the
-worker's main process SIGKILLed while the job is PERSISTING (a supervisor restarts it). Each must
-end SUCCEEDED with every numbered line exactly once in the log stream, one assignment, none left
-open and no process of the job left behind."""
+"""The kill matrix's CI subset: two cells of `python -m ops.chaos --matrix` (the whole matrix runs
+in `make chaos`) that no other CI test covers, each judged from outside colabq: the worker's pool
+process SIGKILLed while it uploads (Celery replaces the process; the worker takes the job back),
+and the worker's main process SIGKILLed while the job is PERSISTING (a supervisor restarts it).
+Each must end SUCCEEDED with every numbered line exactly once in the log stream, one
+assignment, none left open and no process of the job left behind. (The launch exec killed while
+it lingers and the attach client killed mid-run are tests/integration's test_launch_linger and
+test_run_on_vm.)"""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ import pytest
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
-CELLS = ("launch exec@running", "attach client@running", "worker main@persisting")
+CELLS = ("pool child@uploading", "worker main@persisting")
 
 
 @pytest.mark.timeout(240)
