@@ -137,5 +137,14 @@ def main(argv: list[str]) -> int:
                 stderr=err,
             )
             rc = proc.wait()
+        # Unassign removes the assignment, then kills the VM's processes one by one: a cell
+        # killed before this supervisor never replied (its VM went away under it).
+        if Backend(emu_home).get(endpoint) is None:
+            write_json(job_dir / "status.json", {"rc": rc, "aborted": "vm gone"})
+            return 0
+        if rc < 0:
+            # The kernel itself was killed (kill-kernel, restart-kernel; this supervisor may
+            # outlive it by a moment): a dead kernel never replies.
+            return 0
         write_json(job_dir / "status.json", {"rc": rc, "finished_at": time.time()})
     return 0

@@ -15,8 +15,10 @@ import pytest
 
 from worker.colab.driver import ColabCli, check_version
 from worker.colab.parse import StopOutcome
+from worker.colab.witness import Witness, confirm_gone
 from worker.errors import (
     AllocationRefused,
+    ColabError,
     ColabNotAuthenticated,
     ColabTransportError,
     RemotePathNotFound,
@@ -194,3 +196,26 @@ def test_exec_argv_runs_a_file_in_the_session(setup: Setup) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert "__EXIT__=0" in proc.stdout
+
+
+def test_a_record_the_cli_pruned_while_its_vm_lives_is_written_again(setup: Setup) -> None:
+    """0.7.4 prunes the record of a live VM whose proxy answered 401/404: the witness asks the
+    account, writes the record again, and the session answers; a VM really gone stays gone."""
+    driver, events = setup.driver, []
+    driver.new("cq-pruned", "T4", high_mem=False)
+    seen = driver.status("cq-pruned")
+    assert seen is not None
+    setup.fault("exec", lost=True, times=1)
+    cell = setup.work / "cell.py"
+    cell.write_text("print('hello')\n")
+    with pytest.raises(ColabError):
+        driver.exec("cq-pruned", cell, timeout_s=30)
+    assert driver.status("cq-pruned") is None, "the CLI pruned its record"
+    assert confirm_gone(driver, "cq-pruned", seen.endpoint, events.append) is Witness.RESTORED
+    assert "record written again" in events[-1]
+    again = driver.status("cq-pruned")
+    assert again is not None and again.endpoint == seen.endpoint
+    assert driver.exec("cq-pruned", cell, timeout_s=30).strip().endswith("hello")
+    # Unassigned under its record: the account no longer holds it, whatever the record says.
+    setup.admin("unassign", seen.endpoint)
+    assert confirm_gone(driver, "cq-pruned", seen.endpoint, events.append) is Witness.GONE
