@@ -106,6 +106,10 @@ class Settings(BaseSettings):
     # Sessions are proven ours by this prefix plus 128 random bits.
     session_prefix: str = "colabq-"
     hf_token_file: Path | None = None
+    # Read credentials for the git remotes of `code: git` jobs, in git-credential-store format
+    # (`https://USER:TOKEN@HOST`, one per line), a 0600 file: the pre-allocation check fetches
+    # with it and the VM gets it as a file, deleted after its fetch (never argv, log or Redis).
+    git_credentials_file: Path | None = None
     poll_interval_s: float = Field(default=2.0, gt=0)
     # The watchdog polls this often (the original used 15 s; each poll may call `colab status`).
     watchdog_poll_s: float = Field(default=15.0, gt=0)
@@ -213,7 +217,9 @@ class Settings(BaseSettings):
             raise ValueError(problem)
         return v
 
-    @field_validator("hf_token_file", "mlflow_token_file", "wandb_api_key_file")
+    @field_validator(
+        "hf_token_file", "mlflow_token_file", "wandb_api_key_file", "git_credentials_file"
+    )
     @classmethod
     def _secret_file(cls, v: Path | None) -> Path | None:
         if v is not None and v.is_dir():

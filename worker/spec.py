@@ -67,6 +67,82 @@ class ArtifactDest(BaseModel):
 
 
 Seconds = Annotated[float, Field(gt=0)]
+# The seed's known breakages of a uv environment on Colab's image that the VM may repair, only
+# in the VM's environment and only when the job opts in by name (`repairs:`).
+Repair = Literal["torch-cuda", "nccl", "pytest"]
+REPAIRS: tuple[str, ...] = ("torch-cuda", "nccl", "pytest")
+_SHA = r"^[0-9a-f]{40}$"
+
+
+class CodeSpec(BaseModel):
+    """The user's repository on the VM, at exactly one commit.
+
+    `git`: the VM fetches `commit` from `remote` (checked fetchable from the worker host before
+    allocation; a private remote with the host's read credential, which only travels as a file).
+    `snapshot`: the producer staged `git archive` of the commit (plus declared untracked files)
+    at `snapshot` (hf:// in the job's Hub destination, file:// in a local store), and the VM
+    unpacks it. Either way the job starts in `subdir` of the repository. With `uv` (the
+    repository has pyproject.toml and uv.lock, and the lock was current when submitted) the VM
+    runs `uv sync --frozen` with the repository's Python pin, then the job under
+    `uv run --no-sync`."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    mode: Literal["git", "snapshot"]
+    commit: str = Field(pattern=_SHA)
+    remote: str = Field(default="", max_length=500)
+    snapshot: str = Field(default="", max_length=1000)
+    subdir: str = Field(default="", max_length=500)
+    uv: bool = False
+    # The repository's Python pin as submitted (.python-version, else requires-python): shown
+    # in plans and reports; uv itself reads the pin from the checkout.
+    python: str = Field(default="", max_length=40)
+    repairs: tuple[Repair, ...] = ()
+
+    @model_validator(mode="after")
+    def _where(self) -> CodeSpec:
+        if self.mode == "git":
+            if problem := git_remote_problem(self.remote):
+                raise ValueError(problem)
+            if self.snapshot:
+                raise ValueError("code.snapshot is for mode snapshot; a git job fetches remote")
+        else:
+            if not self.snapshot.startswith(("hf://", "file:///")):
+                raise ValueError(
+                    "code.snapshot must be the hf:// or file:/// URI of the staged archive"
+                )
+            if self.remote:
+                raise ValueError("code.remote is for mode git; a snapshot job unpacks snapshot")
+        if self.subdir and (problem := job_path_problem(self.subdir)):
+            raise ValueError(f"code.subdir: {problem}")
+        if len(set(self.repairs)) != len(self.repairs):
+            raise ValueError("code.repairs must not repeat a repair")
+        return self
+
+
+def git_remote_problem(remote: str) -> str | None:
+    """Why `remote` cannot be what a VM fetches from, or None. Credentials never ride in it."""
+    from urllib.parse import urlsplit
+
+    if not remote.strip() or any(c.isspace() or c == "\x00" for c in remote):
+        return "code.remote must be the repository's fetch URL (one line, no spaces)"
+    if remote.startswith("-"):
+        return f"code.remote {remote!r} must not start with '-'"
+    if "://" in remote:
+        try:
+            parts = urlsplit(remote)
+        except ValueError:
+            return f"code.remote {remote!r} is not a well-formed URL"
+        if parts.scheme not in ("https", "http", "ssh", "git", "file"):
+            return f"code.remote {remote!r}: use an https://, ssh://, git:// or file:// URL"
+        if parts.password is not None or (parts.scheme in ("https", "http") and parts.username):
+            return (
+                "code.remote carries a credential: give the URL without it, and give worker "
+                "hosts a read credential in COLABQ_GIT_CREDENTIALS_FILE"
+            )
+        return None
+    if remote.startswith("/") or re.fullmatch(r"[\w.-]+@[\w.-]+:.+", remote):
+        return None  # a path on the VM's file system (rehearsals), or scp-like user@host:path
+    return f"code.remote {remote!r}: use a URL, user@host:path, or an absolute path"
 
 
 class JobSpec(BaseModel):
@@ -111,6 +187,8 @@ class JobSpec(BaseModel):
     config: str | None = Field(default=None, max_length=500)
     epochs: float | None = Field(default=None, gt=0)
     waivers: tuple[str, ...] = ()
+    # The repository at one commit, shipped to the VM; None: the job script alone (as before).
+    code: CodeSpec | None = None
     preflight_digest: str | None = None
     submitted_at: datetime
     submitted_from: str = ""
@@ -176,6 +254,8 @@ class JobSpec(BaseModel):
             raise ValueError("idle_timeout_s must not exceed wall_cap_s")
         if len(set(self.gpus)) != len(self.gpus):
             raise ValueError("gpu_fallback must not repeat a GPU type")
+        if self.code is not None and self.commit and self.commit != self.code.commit:
+            raise ValueError("commit must be code.commit (the commit the VM runs)")
         return self
 
     @property
