@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# The job colabq runs on the Colab VM: train, checkpoint every epoch, summarise.
+# The job colabq runs on the Colab VM: say which commit it runs, train, checkpoint every epoch.
 #
-# It runs in the job's own folder (colabq syncs `checkpoints/` from there) and writes
-# checkpoints/ and results.json into the folder it is started in. The code is this repository:
-# beside this script when it is run from a clone, else cloned from CODE_URL (a job
-# `env:` entry; CODE_REF picks the branch or tag, CODE_SUBDIR the folder in that repository).
+# colabq ships this repository at the submitted commit (job.yaml's `code:`), runs `uv sync
+# --frozen`, and starts this script in the repository's folder under `uv run --no-sync`: the
+# code is the folder it starts in, and checkpoints/ and results.json land there, where colabq
+# syncs them from. Locally: `uv run bash job.sh` here (or `bash job.sh` with PyYAML installed);
+# run from another folder, the code is beside this script and the outputs go to that folder.
 #
 # Settings, all optional: CONFIG (default configs/run.yaml, relative to the repository), LR and
-# SEED (a sweep's overrides), PYTHON (default python3). colabq's COLABQ_RESUME_FROM (a
-# checkpoint of an earlier segment) is resumed from.
+# SEED (a sweep's overrides), PYTHON (default python3, the project's under `uv run`). colabq's
+# COLABQ_RESUME_FROM (a checkpoint of an earlier segment) is resumed from.
 set -euo pipefail
 
 OUT="$PWD"
@@ -19,18 +20,38 @@ log() { echo "[job] $(date -u +%H:%M:%S) $*"; }
 
 if [ -f "$HERE/train.py" ]; then
   CODE="$HERE"
-elif [ -n "${CODE_URL:-}" ]; then
-  log "cloning $CODE_URL (${CODE_REF:-default branch})"
-  git clone --quiet --depth 1 ${CODE_REF:+--branch "$CODE_REF"} "$CODE_URL" "$OUT/code"
-  CODE="$OUT/code/${CODE_SUBDIR:-.}"
+elif [ -f "$OUT/train.py" ]; then
+  CODE="$OUT"  # on the VM: colabq's copy of this script, started in the repository's folder
 else
-  echo "job.sh: train.py is not beside this script: set CODE_URL (and CODE_SUBDIR) in the job's env" >&2
+  echo "job.sh: train.py is neither beside this script nor in $OUT: submit with 'code: git' or" \
+    "'code: snapshot' in the job file, so the job starts in the repository's folder" >&2
   exit 2
 fi
 
+# The commit this run is: a snapshot records it in .colabq-commit at the repository's top (it
+# has no .git), a checkout answers git. Looked for upwards: the job may start in a subfolder.
+commit_of() {
+  local dir="$1"
+  while :; do
+    if [ -f "$dir/.colabq-commit" ]; then
+      echo "$(cat "$dir/.colabq-commit") (snapshot)"
+      return
+    fi
+    [ "$dir" = / ] && break
+    dir="$(dirname "$dir")"
+  done
+  git -C "$1" rev-parse HEAD 2>/dev/null | sed 's/$/ (git checkout)/' || true
+}
+log "commit $(commit_of "$CODE" | grep . || echo 'unknown: not a git checkout nor a colabq snapshot')"
+
 if [ -n "${MLFLOW_TRACKING_URI:-}${MLFLOW_RUN_ID:-}" ] && ! "$PYTHON" -c "import mlflow" 2>/dev/null; then
+  # Into the VM's environment only, never into uv.lock: the run logs to MLflow, the lock stays.
   log "installing mlflow-skinny: this job logs to MLflow"
-  "$PYTHON" -m pip install --quiet mlflow-skinny
+  if [ -n "${VIRTUAL_ENV:-}" ] && command -v uv >/dev/null; then
+    uv pip install --quiet mlflow-skinny
+  else
+    "$PYTHON" -m pip install --quiet mlflow-skinny
+  fi
 fi
 
 args=(--config "$CONFIG" --output-dir "$OUT/checkpoints" --results "$OUT/results.json")

@@ -2,7 +2,10 @@
 
 The real `colabq preflight` (a subprocess) passes all five checks on a copy of it, and fails
 config-diff when the learning rate is left unscaled; its `job.sh` trains under bash in seconds,
-writing checkpoints and results.json into the folder it runs in, and resumes from a checkpoint.
+writing checkpoints and results.json into the folder it runs in, and resumes from a checkpoint;
+started the way the VM starts it (colabq's copy of the script, in the repository's folder) it
+runs the repository's code and names the commit, from git or from a snapshot's .colabq-commit;
+its uv.lock is current.
 """
 
 from __future__ import annotations
@@ -44,9 +47,9 @@ optimizer:
 epochs: {epochs}
 """
 # The developer's shell must not decide what the checks see (a tracker, quiet windows) or what
-# job.sh does (its settings, a resume point, a clone URL).
+# job.sh does (its settings, a resume point).
 _DROPPED = ("WANDB_", "NEPTUNE_", "MLFLOW_", "HF_TOKEN", "COLABQ_QUIET_WINDOWS", "COLABQ_RESUME")
-_JOB_SETTINGS = ("CONFIG", "LR", "SEED", "CODE_URL", "CODE_REF", "CODE_SUBDIR")
+_JOB_SETTINGS = ("CONFIG", "LR", "SEED", "PYTHON")
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -59,7 +62,7 @@ def _env(**extra: str) -> dict[str, str]:
 
 def _copy(tmp_path: Path) -> Path:
     repo = tmp_path / "training-repo"
-    ignored = shutil.ignore_patterns("checkpoints", "results.json", "store", "code", "mlruns")
+    ignored = shutil.ignore_patterns("checkpoints", "results.json", "store", "mlruns", ".venv")
     shutil.copytree(EXAMPLE, repo, ignore=ignored)
     return repo
 
@@ -152,11 +155,52 @@ def test_job_sh_trains_a_tiny_config_in_seconds(tmp_path: Path) -> None:
     assert done["epoch"] == 5
 
 
-def test_job_sh_without_its_code_says_what_to_set(tmp_path: Path) -> None:
-    alone = tmp_path / "vm" / "job.sh"  # on the VM the job gets its script and nothing else
-    alone.parent.mkdir()
-    shutil.copy(EXAMPLE / "job.sh", alone)
-    result = _job(tmp_path / "vm" / "work", alone)
-    assert result.returncode == 2
-    assert "set CODE_URL" in result.stderr
-    assert not (tmp_path / "vm" / "work" / "checkpoints").exists()
+def test_job_sh_as_the_vm_starts_it_runs_the_repository_s_commit(tmp_path: Path) -> None:
+    shipped = tmp_path / "content" / "job.sh"  # colabq's copy of the script, outside the code
+    shipped.parent.mkdir()
+    shutil.copy(EXAMPLE / "job.sh", shipped)
+    alone = _job(tmp_path / "no-code", shipped)
+    assert alone.returncode == 2
+    assert "code: git" in alone.stderr and "code: snapshot" in alone.stderr
+    assert not (tmp_path / "no-code" / "checkpoints").exists()
+
+    top = tmp_path / "repo"  # the example as a subfolder of a bigger repository
+    repo = _copy(top)
+    (repo / "configs" / "tiny.yaml").write_text(TINY.format(epochs=2))
+    (top / ".colabq-commit").write_text("a" * 40 + "\n")  # what a snapshot's archive carries
+    snapshot = _job(repo, shipped, CONFIG="configs/tiny.yaml")
+    assert snapshot.returncode == 0, snapshot.stdout + snapshot.stderr
+    assert f"commit {'a' * 40} (snapshot)" in snapshot.stdout
+    assert (repo / "checkpoints" / "epoch-002.json").exists()  # where colabq syncs from
+
+    (top / ".colabq-commit").unlink()
+    git = ("git", "-c", "user.name=t", "-c", "user.email=t@example.invalid")
+    subprocess.run([*git, "init", "-q", str(top)], check=True)
+    subprocess.run([*git, "-C", str(top), "add", "-A"], check=True)
+    subprocess.run([*git, "-C", str(top), "commit", "-qm", "example"], check=True)
+    head = subprocess.run(
+        ["git", "-C", str(top), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    checkout = _job(repo, shipped, CONFIG="configs/tiny.yaml")
+    assert checkout.returncode == 0, checkout.stdout + checkout.stderr
+    assert f"commit {head} (git checkout)" in checkout.stdout
+
+
+def test_the_example_is_a_uv_project_with_a_current_lock(tmp_path: Path) -> None:
+    repo = _copy(tmp_path)
+    pyproject = (repo / "pyproject.toml").read_text()
+    assert 'dependencies = ["PyYAML' in pyproject and "package = false" in pyproject
+    assert (repo / ".python-version").read_text().strip() == "3.11"
+    uv = Path(sys.executable).parent / "uv"
+    check = subprocess.run(
+        [str(uv), "lock", "--check", "--offline"], cwd=repo, env=_env(), capture_output=True,
+        text=True, timeout=60,
+    )  # fmt: skip
+    assert check.returncode == 0, check.stdout + check.stderr
+    (repo / "pyproject.toml").write_text(pyproject.replace('"PyYAML>=6.0"', '"PyYAML>=6.0.1"'))
+    stale = subprocess.run(
+        [str(uv), "lock", "--check", "--offline"], cwd=repo, env=_env(), capture_output=True,
+        text=True, timeout=60,
+    )  # fmt: skip
+    assert stale.returncode != 0  # the check can fail: a changed requirement is a stale lock
+    assert "needs to be updated" in stale.stderr, stale.stderr
