@@ -19,6 +19,7 @@ from .cmd_session import hardware_request
 from .context import build_context, emu_home_from, time_scale_from
 from .faults import FaultError, clear_faults, list_faults, set_fault
 from .jsonfile import read_json
+from .nvidia_smi import cuda_version_problem
 from .session_ops import describe
 from .store import SessionStore, new_record, record_history
 from .vm import drop_connections, find_processes, kill_marked, mark_for, set_gpu, vm_paths
@@ -62,6 +63,13 @@ def _parser() -> argparse.ArgumentParser:
     gpu.add_argument("endpoint")
     gpu.add_argument("--util", type=int, help="utilization.gpu, percent")
     gpu.add_argument("--memory-used", type=int, help="memory.used, MiB")
+    cuda = sub.add_parser(
+        "set-cuda",
+        help="the driver's CUDA version nvidia-smi reports: GPU VMs assigned from now on, or "
+        "ENDPOINT's",
+    )
+    cuda.add_argument("version", help="MAJOR.MINOR, e.g. 12.2")
+    cuda.add_argument("endpoint", nargs="?")
     sub.add_parser(
         "billing", help="compute units per assignment: ended ones, then open ones"
     ).add_argument("--json", action="store_true", help="one JSON array")
@@ -169,6 +177,18 @@ def main(argv: list[str] | None = None) -> int:
         values = {"utilization_gpu": args.util, "memory_used_mib": args.memory_used}
         try:
             set_gpu(home, args.endpoint, **{k: v for k, v in values.items() if v is not None})
+        except FileNotFoundError as exc:
+            print(f"colab-emu: {exc}", file=sys.stderr)
+            return 1
+    elif args.cmd == "set-cuda":
+        if problem := cuda_version_problem(args.version):
+            print(f"colab-emu: {problem}", file=sys.stderr)
+            return 2
+        if args.endpoint is None:
+            backend.set_cuda_version(args.version)
+            return 0
+        try:
+            set_gpu(home, args.endpoint, cuda_version=args.version)
         except FileNotFoundError as exc:
             print(f"colab-emu: {exc}", file=sys.stderr)
             return 1

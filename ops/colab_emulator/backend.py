@@ -11,6 +11,9 @@ real time; `units` = rate x seconds x time_scale / 3600).
 An assignment's `accelerator` is what the server gave, which may differ from what was asked
 (`requested_accelerator`, kept only when it differs: the `new` fault `serve_gpu`); the bill, the
 listing (`colab sessions`) and the VM's GPU follow what was given.
+
+`cuda_version` (server.json) is the driver CUDA every GPU VM assigned from now on reports
+(`colab-emu set-cuda X.Y`; absent: nvidia_smi.CUDA_VERSION).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from typing import Any, NamedTuple
 
 from .ids import random_hex, random_token
 from .jsonfile import locked, read_json, write_json
+from .nvidia_smi import CUDA_VERSION
 from .vm import create_vm, destroy_vm
 
 RATES_PER_HOUR = {
@@ -66,6 +70,7 @@ class Backend:
         state.setdefault("balance", START_BALANCE)
         state.setdefault("assignments", {})
         state.setdefault("latest_version", None)
+        state.setdefault("cuda_version", CUDA_VERSION)
         return state
 
     def _charge(self, assignment: Mapping[str, Any], now: float) -> float:
@@ -128,7 +133,8 @@ class Backend:
             self._settle(state, now)
             state["assignments"][endpoint] = assignment
             write_json(self.state_path, state)
-        create_vm(self.emu_home, endpoint, environ, accelerator)
+            cuda = str(state["cuda_version"])
+        create_vm(self.emu_home, endpoint, environ, accelerator, cuda)
         return assignment
 
     def list_assignments(self) -> list[dict[str, Any]]:
@@ -188,6 +194,13 @@ class Backend:
         with locked(self.lock_path, shared=True):
             latest = self._load()["latest_version"]
         return latest if isinstance(latest, str) and latest else None
+
+    def set_cuda_version(self, version: str) -> None:
+        """The driver CUDA of GPU VMs assigned from now on."""
+        with locked(self.lock_path):
+            state = self._load()
+            state["cuda_version"] = version
+            write_json(self.state_path, state)
 
     def set_latest_version(self, version: str | None) -> None:
         with locked(self.lock_path):

@@ -6,9 +6,12 @@ VM's `/`: it is the hardware, not a file the job may change) and an executable
 `/opt/bin` first on its PATH (where Colab keeps its NVIDIA tools). CPU and TPU VMs get no
 nvidia-smi: `command not found`.
 
-gpu.json is `{"accelerator", "name", "memory_total_mib", "utilization_gpu", "memory_used_mib"}`.
-The last two start at 0; a test changes them with `colab-emu set-gpu ENDPOINT --util N
---memory-used MIB` (or by writing the file), and nvidia-smi reads the file on every call.
+gpu.json is `{"accelerator", "name", "memory_total_mib", "utilization_gpu", "memory_used_mib",
+"cuda_version"}`. Utilisation and memory start at 0; a test changes them with `colab-emu set-gpu
+ENDPOINT --util N --memory-used MIB` (or by writing the file), and nvidia-smi reads the file on
+every call. `cuda_version` is the highest CUDA the driver supports, the table's `CUDA Version:`
+(what colabq's environment check compares torch's build with): the emulator home's default
+(`colab-emu set-cuda X.Y`, else 12.4) when the VM was assigned, or `set-cuda X.Y ENDPOINT`.
 
 Supported, with the real output shapes:
 - `nvidia-smi`: a short table naming the GPU (a name too long for its column is cut to
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -55,7 +59,7 @@ BAD_ARGS = "Invalid combination of input arguments. Please run 'nvidia-smi -h' f
 NAME_WIDTH = 28
 
 
-def gpu_state(accelerator: str) -> dict[str, Any]:
+def gpu_state(accelerator: str, cuda_version: str = CUDA_VERSION) -> dict[str, Any]:
     """What `colab new` writes to gpu.json for an assignment of `accelerator`."""
     name, memory = GPU_MODELS[accelerator]
     return {
@@ -64,7 +68,15 @@ def gpu_state(accelerator: str) -> dict[str, Any]:
         "memory_total_mib": memory,
         "utilization_gpu": 0,
         "memory_used_mib": 0,
+        "cuda_version": cuda_version,
     }
+
+
+def cuda_version_problem(version: str) -> str | None:
+    """Why `version` cannot be a driver's `CUDA Version:` (MAJOR.MINOR), or None."""
+    if re.fullmatch(r"[1-9][0-9]?\.[0-9]", version):
+        return None
+    return f"CUDA version {version!r} must be MAJOR.MINOR, e.g. 12.4"
 
 
 def _uuid(gpu: dict[str, Any]) -> str:
@@ -113,7 +125,7 @@ def table(gpu: dict[str, Any]) -> str:
     line = "+" + "-" * 89 + "+"
     versions = (
         f" NVIDIA-SMI {DRIVER_VERSION:<22} Driver Version: {DRIVER_VERSION:<14} "
-        f"CUDA Version: {CUDA_VERSION}"
+        f"CUDA Version: {gpu.get('cuda_version') or CUDA_VERSION}"
     )
     return "\n".join(
         [

@@ -5,6 +5,8 @@ that belongs to a VM carries `COLAB_EMU_VM_MARK=<emu home>::<endpoint>` in its e
 is how unassign finds and kills them all, including children that left the kernel's process
 group (Linux `/proc`). Released VMs are moved to `released/<endpoint>/` for post-mortems.
 A GPU VM also gets its GPU (`gpu.json`) and an `nvidia-smi` in its `/opt/bin` (nvidia_smi.py).
+Every VM gets `uv` in its `/opt/bin`, as Colab's image has it: the host's (the one beside the
+emulator's Python, else the one on PATH), linked, not copied.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from .jsonfile import locked, read_json, write_json
-from .nvidia_smi import GPU_MODELS, gpu_state
+from .nvidia_smi import CUDA_VERSION, GPU_MODELS, gpu_state
 
 MARK_VAR = "COLAB_EMU_VM_MARK"
 KERNEL_MODULE = "colab_emulator.kernel"
@@ -118,18 +120,36 @@ def spawn_detached(
         )
 
 
-def install_gpu(paths: VmPaths, accelerator: str) -> None:
+def install_gpu(paths: VmPaths, accelerator: str, cuda_version: str = CUDA_VERSION) -> None:
     """The VM's GPU: gpu.json, and an `nvidia-smi` shim in its /opt/bin that runs
     nvidia_smi.py on it (with this interpreter, so it needs nothing on the VM's PATH)."""
-    write_json(paths.gpu, gpu_state(accelerator))
+    write_json(paths.gpu, gpu_state(accelerator, cuda_version))
     argv = [sys.executable, "-c", _BOOT, str(OPS_DIR), "colab_emulator.nvidia_smi", str(paths.gpu)]
     shim = paths.bin_dir / "nvidia-smi"
     shim.write_text(f'#!/bin/sh\nexec {shlex.join(argv)} "$@"\n')
     shim.chmod(0o755)
 
 
-def set_gpu(emu_home: Path, endpoint: str, **values: int) -> dict[str, object]:
-    """Change what the VM's nvidia-smi reports (`utilization_gpu`, `memory_used_mib`)."""
+def host_uv() -> Path | None:
+    """The uv a VM gets: the one beside the emulator's Python (a venv's), else the one on PATH."""
+    here = Path(sys.executable).parent / "uv"
+    if here.is_file():
+        return here
+    found = shutil.which("uv")
+    return Path(found) if found else None
+
+
+def install_uv(paths: VmPaths) -> None:
+    """`uv` in the VM's /opt/bin (a link: the binary is large and never changes)."""
+    uv = host_uv()
+    if uv is not None:
+        with contextlib.suppress(FileExistsError):
+            (paths.bin_dir / "uv").symlink_to(uv.resolve())
+
+
+def set_gpu(emu_home: Path, endpoint: str, **values: int | str) -> dict[str, object]:
+    """Change what the VM's nvidia-smi reports (`utilization_gpu`, `memory_used_mib`,
+    `cuda_version`)."""
     path = vm_paths(emu_home, endpoint).gpu
     state = read_json(path, None)
     if not isinstance(state, dict):
@@ -140,18 +160,23 @@ def set_gpu(emu_home: Path, endpoint: str, **values: int) -> dict[str, object]:
 
 
 def create_vm(
-    emu_home: Path, endpoint: str, environ: Mapping[str, str], accelerator: str = "NONE"
+    emu_home: Path,
+    endpoint: str,
+    environ: Mapping[str, str],
+    accelerator: str = "NONE",
+    cuda_version: str = CUDA_VERSION,
 ) -> int:
-    """Lay out the VM folder (with its GPU, if any) and start its runtime server; returns the
-    server's port."""
+    """Lay out the VM folder (with its GPU, if any, and uv) and start its runtime server;
+    returns the server's port."""
     paths = vm_paths(emu_home, endpoint)
     for folder in (
         paths.content / "sample_data", paths.home, paths.root / "tmp", paths.jobs, paths.bin_dir
     ):  # fmt: skip
         folder.mkdir(parents=True, exist_ok=True)
     (paths.content / "sample_data" / "README.md").write_text(SAMPLE_README)
+    install_uv(paths)
     if accelerator in GPU_MODELS:
-        install_gpu(paths, accelerator)
+        install_gpu(paths, accelerator, cuda_version)
     env = {k: v for k, v in environ.items() if k in ("PATH", "LANG", "COLAB_EMU_TIME_SCALE")}
     env[MARK_VAR] = mark_for(emu_home, endpoint)
     spawn_detached("runtime_server", [str(emu_home), endpoint], env, paths.server_log, paths.base)

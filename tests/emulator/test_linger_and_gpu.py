@@ -150,3 +150,42 @@ def test_utilisation_and_memory_follow_set_gpu(emu: Emu) -> None:
     assert smi(emu, "g", nounits).splitlines() == ["RC=0", "87, 1200"]
     bad = smi(emu, "g", ["--query-gpu=bogus", "--format=csv"]).splitlines()
     assert bad[:2] == ["RC=2", 'Field "bogus" is not a valid field to query.']
+
+
+def cuda_line(table: str) -> str:
+    return next(line for line in table.splitlines() if "CUDA Version:" in line)
+
+
+def test_the_driver_cuda_version_is_set_per_home_and_per_vm(emu: Emu) -> None:
+    """The table's header names the driver's CUDA (what colabq compares torch's build with):
+    12.4 by default, the home's `set-cuda X.Y` for VMs assigned after it, `set-cuda X.Y
+    ENDPOINT` for one VM; a malformed version is refused, a VM without a GPU too."""
+    emu.new("a", "--gpu", "T4")
+    assert cuda_line(smi(emu, "a", [])).rstrip("| ").endswith("CUDA Version: 12.4")
+    rc, _, err = emu.admin("set-cuda", "12.2")
+    assert rc == 0, err
+    emu.new("b", "--gpu", "L4")
+    assert cuda_line(smi(emu, "b", [])).rstrip("| ").endswith("CUDA Version: 12.2")
+    assert cuda_line(smi(emu, "a", [])).rstrip("| ").endswith("CUDA Version: 12.4")
+    rc, _, err = emu.admin("set-cuda", "13.0", emu.endpoint("a"))
+    assert rc == 0, err
+    assert cuda_line(smi(emu, "a", [])).rstrip("| ").endswith("CUDA Version: 13.0")
+    assert len(cuda_line(smi(emu, "a", []))) == 91
+    rc, _, err = emu.admin("set-cuda", "twelve")
+    assert rc == 2 and "MAJOR.MINOR" in err
+    emu.new("c")
+    rc, _, err = emu.admin("set-cuda", "12.1", emu.endpoint("c"))
+    assert rc == 1 and "has no GPU" in err
+
+
+def test_every_vm_has_uv_in_its_opt_bin(emu: Emu) -> None:
+    """Colab's image has uv: a CPU VM's kernel finds it first on its PATH, in /opt/bin."""
+    emu.new("c")
+    cell = emu.write(
+        "uv.py",
+        "import shutil, subprocess\nuv = shutil.which('uv')\nprint(uv.split('/root/')[-1])\n"
+        "print(subprocess.run([uv, '--version'], capture_output=True, text=True).stdout)\n",
+    )
+    rc, out, err = emu.run("exec", "-s", "c", "-f", str(cell))
+    assert rc == 0, (out, err)
+    assert out.splitlines()[0] == "opt/bin/uv" and out.splitlines()[1].startswith("uv ")
