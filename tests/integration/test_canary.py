@@ -1,6 +1,7 @@
 """A canary token planted in the worker's token file is found nowhere it must not be: no process's
 command line or environment but the uploader's, no log, no Redis key, no Celery message, no file
-but the job's own private copy on the VM (invariant 5)."""
+but the job's own private copy on the VM (invariant 5). The same for a canary git credential the
+pre-allocation code check offers a remote that refuses it."""
 
 from __future__ import annotations
 
@@ -16,33 +17,53 @@ import redis
 from typer.testing import CliRunner
 
 from producer.cli import app
+from producer.submit import enqueue
+from tests.factories import make_spec
+from tests.gitremote import GitHttpServer, git_http_server, make_remote
 from tests.integration.conftest import Fleet
+from worker.celery_app import build_app
+from worker.settings import load_settings
+from worker.spec import ArtifactDest, CodeSpec
 from worker.states import JobState
 
 pytestmark = pytest.mark.integration
 CANARY = "hf_canary_" + secrets.token_hex(12)
+GIT_CANARY = "ghp_canary_" + secrets.token_hex(12)
 
 
 @pytest.fixture
-def fleet_env_extra(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+def git_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GitHttpServer]:
+    """A private git remote on this machine that refuses the worker's (canary) credential."""
+    with git_http_server(tmp_path_factory.mktemp("git"), "colabq", "not-the-canary") as server:
+        yield server
+
+
+@pytest.fixture
+def fleet_env_extra(
+    tmp_path_factory: pytest.TempPathFactory, git_server: GitHttpServer
+) -> dict[str, str]:
     secret_dir = tmp_path_factory.mktemp("secret")
     token = secret_dir / "hf_token"
     token.write_text(CANARY + "\n")
     token.chmod(0o600)
-    return {"COLABQ_HF_TOKEN_FILE": str(token)}
+    creds = secret_dir / "git-credentials"
+    creds.write_text(f"http://colabq:{GIT_CANARY}@127.0.0.1:{git_server.port}\n")
+    creds.chmod(0o600)
+    return {"COLABQ_HF_TOKEN_FILE": str(token), "COLABQ_GIT_CREDENTIALS_FILE": str(creds)}
 
 
 class ProcScanner:
     """Samples every process's command line and environment while the job runs."""
 
-    def __init__(self) -> None:
+    def __init__(self, needle: str = CANARY) -> None:
+        self.needle = needle.encode()
         self.hits: dict[int, str] = {}
         self.samples = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
-        needle = CANARY.encode()
+        needle = self.needle
         while not self._stop.is_set():
             for entry in Path("/proc").iterdir():
                 if not entry.name.isdigit():
@@ -133,3 +154,54 @@ def test_canary_token_is_found_nowhere_it_must_not_be(
     assert not any(
         p.name == ".colabq-upload-token" for p in fleet.root.rglob(".colabq-upload-token")
     )
+
+
+def test_code_not_fetchable_fails_before_allocation_and_the_git_credential_stays_put(
+    fleet: Fleet, redis_client: redis.Redis, git_server: GitHttpServer
+) -> None:
+    """A commit not on its remote, and a private remote that refuses this host's credential:
+    each job FAILED with one line saying what to do, nothing allocated, and the credential
+    (offered to the remote: it was used) nowhere else."""
+    remote = make_remote(git_server.root)
+    settings = load_settings(
+        redis_url=fleet.env["COLABQ_REDIS_URL"], key_prefix=fleet.env["COLABQ_KEY_PREFIX"],
+        queue_prefix=fleet.env["COLABQ_QUEUE_PREFIX"],
+    )  # fmt: skip
+    store = ArtifactDest(kind="local", repo=str(fleet.root / "store"), prefix="runs")
+    cases = {
+        "not-pushed": CodeSpec(mode="git", commit=remote.unpushed, remote=remote.url),
+        "refused": CodeSpec(
+            mode="git", commit=remote.pushed, remote=git_server.url(remote.bare.name)
+        ),
+    }
+    jobs: dict[str, str] = {}
+    with ProcScanner(GIT_CANARY) as scan:
+        for name, code in cases.items():
+            spec = make_spec(
+                code=code, commit=code.commit, artifact=store.model_copy(update={"prefix": name}),
+                run_name=f"code-{name}",
+            )  # fmt: skip
+            jobs[name] = enqueue(
+                spec, fleet.ledger, build_app(settings), settings.queue_prefix
+            ).job_id
+        for job_id in jobs.values():
+            assert fleet.wait_terminal(job_id) is JobState.FAILED, fleet.ledger.get(job_id).reason
+    assert fleet.billing() == []  # no `colab new`, for either
+    not_pushed, refused = (fleet.ledger.get(jobs[n]).reason for n in ("not-pushed", "refused"))
+    assert not_pushed == (
+        f"pre-allocation check failed: commit {remote.unpushed[:12]} is not on {remote.url}: "
+        f"push it, then `colabq retry {jobs['not-pushed']}`"
+    )
+    assert f"cannot read {git_server.url(remote.bare.name)} (Authentication failed" in refused
+    assert "COLABQ_GIT_CREDENTIALS_FILE" in refused
+    assert refused.endswith(f"then `colabq retry {jobs['refused']}`")
+    assert f"colabq:{GIT_CANARY}" in git_server.offered  # the check used the host's credential
+
+    assert scan.samples > 5 and scan.hits == {}  # no argv, no environment
+    logs = "\n".join(ln.text for j in jobs.values() for ln in fleet.ledger.read_log(j))
+    assert "destination:" in logs and GIT_CANARY not in logs
+    assert [v for v in redis_values(redis_client) if GIT_CANARY.encode() in v] == []
+    creds = Path(fleet.env["COLABQ_GIT_CREDENTIALS_FILE"])
+    assert GIT_CANARY in creds.read_text()  # refused, yet never erased from the host's file
+    files = [p for p in fleet.root.rglob("*") if p.is_file() and not p.is_symlink()]
+    assert [p for p in files if GIT_CANARY.encode() in p.read_bytes()] == []

@@ -1,5 +1,5 @@
 """Invariant 1: nothing is allocated before the spec, script, token, destination, resume input,
-CLI version, budget and watchdog checks pass. The runner runs against an in-memory Colab twin
+code, CLI version, budget and watchdog checks pass. The runner runs against an in-memory Colab twin
 and fakeredis; each failing check must end the job without a single `colab new`."""
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import fakeredis
 import pytest
 
 from tests.factories import make_spec
+from tests.gitremote import make_remote
 from worker.clock import FakeClock
 from worker.colab.driver import LocalRecord, ServerSession, SessionStatus, StopOutcome, Usage
 from worker.errors import HubNotFound, HubRepoNotPrivate
@@ -23,7 +24,7 @@ from worker.session.jobfiles import JobFiles
 from worker.session.runner import RunnerDeps, run_job
 from worker.session.watchdog import WatchdogNotAlive
 from worker.settings import Settings
-from worker.spec import JobSpec
+from worker.spec import CodeSpec, JobSpec
 from worker.states import JobState as S
 from worker.store.artifacts import LocalStore
 
@@ -106,10 +107,28 @@ class Case:
     cancel: bool = False
     token_mode: int | None = None
     token_text: str = "hf_x"
+    # The job's code, made in the test's folder, and this host's git credentials file's mode.
+    code: Callable[[Path], CodeSpec] | None = None
+    git_credentials_mode: int | None = None
+    reason: str = ""  # a part of the job's reason
 
 
 def _missing(uri: str) -> int:
     raise HubNotFound(uri)
+
+
+def _unpushed(root: Path) -> CodeSpec:
+    remote = make_remote(root)
+    return CodeSpec(mode="git", commit=remote.unpushed, remote=str(remote.bare))
+
+
+def _pushed(root: Path) -> CodeSpec:
+    remote = make_remote(root)
+    return CodeSpec(mode="git", commit=remote.pushed, remote=str(remote.bare))
+
+
+def _unreachable(root: Path) -> CodeSpec:
+    return CodeSpec(mode="git", commit="a" * 40, remote="http://127.0.0.1:9/project.git")
 
 
 CASES = [
@@ -140,6 +159,23 @@ CASES = [
         spec={"resume_from": "hf://a/b/ckpt"},
         check_input=_missing,
     ),
+    Case("code: commit not on its remote", S.FAILED, code=_unpushed, reason="push it, then"),
+    Case("code: remote unreachable", S.QUEUED, code=_unreachable, reason="cannot reach"),
+    Case(
+        "code: snapshot missing",
+        S.FAILED,
+        code=lambda root: CodeSpec(
+            mode="snapshot", commit="b" * 40, snapshot=(root / "gone.tar.gz").as_uri()
+        ),
+        reason="submit again to stage it",
+    ),
+    Case(
+        "code: git credentials file mode 0644",
+        S.QUEUED,
+        code=_pushed,
+        git_credentials_mode=0o644,
+        reason="COLABQ_GIT_CREDENTIALS_FILE",
+    ),
     Case("watchdog not confirmed alive", S.QUEUED, watchdog_fails=True),
     Case("cancelled before allocation", S.CANCELLED, cancel=True),
 ]
@@ -148,7 +184,10 @@ CASES = [
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_a_failed_check_allocates_nothing(case: Case, tmp_path: Path) -> None:
     ledger = Ledger(fakeredis.FakeRedis(), FakeClock(), Keys("t"), log_maxlen=1000)
-    spec: JobSpec = make_spec(**case.spec)
+    code = case.code(tmp_path) if case.code else None
+    spec: JobSpec = make_spec(
+        **case.spec, **({"code": code, "commit": code.commit} if code else {})
+    )
     ledger.create(spec)
     assert ledger.claim(spec.job_id, "me", ttl_s=30)
     if case.cancel:
@@ -158,7 +197,15 @@ def test_a_failed_check_allocates_nothing(case: Case, tmp_path: Path) -> None:
         token_file = tmp_path / "hf_token"
         token_file.write_text(case.token_text)
         token_file.chmod(case.token_mode)
-    settings = Settings(state_dir=tmp_path / "state", hf_token_file=token_file, **case.settings)
+    git_credentials = None
+    if case.git_credentials_mode is not None:
+        git_credentials = tmp_path / "git-credentials"
+        git_credentials.write_text("https://u:t@github.com\n")
+        git_credentials.chmod(case.git_credentials_mode)
+    settings = Settings(
+        state_dir=tmp_path / "state", hf_token_file=token_file,
+        git_credentials_file=git_credentials, **case.settings,
+    )  # fmt: skip
     files = JobFiles(tmp_path / "job").ensure()
     colab = FakeColab(files.cli_config, **case.colab)
     started: list[str] = []
@@ -178,6 +225,8 @@ def test_a_failed_check_allocates_nothing(case: Case, tmp_path: Path) -> None:
     rec = ledger.get(spec.job_id)
     assert rec.state is case.expect and rec.get("endpoint") is None
     assert rec.reason  # invariant 7: a reason `colabq status` shows
+    if case.reason:
+        assert case.reason in rec.reason and "\n" not in rec.reason, rec.reason
     if case.expect is S.QUEUED:
         # Given back untouched: no owner, no lock, the attempt on record with the host's cause.
         assert outcome.put_back == "host" and rec.owner == ""

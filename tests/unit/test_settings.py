@@ -78,11 +78,12 @@ def test_an_invalid_value_is_one_line_naming_the_variable(
     assert why in message and "\n" not in message
 
 
+@pytest.mark.parametrize("var", ["COLABQ_HF_TOKEN_FILE", "COLABQ_GIT_CREDENTIALS_FILE"])
 def test_a_token_file_that_is_a_folder_is_refused(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, var: str
 ) -> None:
-    message = config_error(monkeypatch, "COLABQ_HF_TOKEN_FILE", str(tmp_path))
-    assert message.startswith("Invalid setting COLABQ_HF_TOKEN_FILE: ") and "is a folder" in message
+    message = config_error(monkeypatch, var, str(tmp_path))
+    assert message.startswith(f"Invalid setting {var}: ") and "is a folder" in message
 
 
 def test_a_redis_password_never_reaches_the_message(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -63,32 +63,62 @@ def check_budget(driver: ColabDriver, budget_units: float, floor_units: float = 
 MAX_TOKEN_BYTES = 16 * 1024
 
 
-def check_token_file(path: Path) -> None:
+def check_token_file(path: Path, what: str = "Token file") -> None:
     """A token file must be a regular file of mode exactly 0600, non-empty, at most 16 KiB.
     The message names the path and the problem, never the content."""
+    import stat as _stat
+
     from worker.errors import SecretFileError
 
     try:
         st = path.lstat()
     except OSError:
-        raise SecretFileError(f"Token file {path} does not exist.") from None
-    import stat as _stat
-
+        raise SecretFileError(f"{what} {path} does not exist.") from None
     if not _stat.S_ISREG(st.st_mode):
-        raise SecretFileError(f"Token file {path} is not a regular file.")
+        raise SecretFileError(f"{what} {path} is not a regular file.")
     mode = _stat.S_IMODE(st.st_mode)
     if mode != 0o600:
-        raise SecretFileError(f"Token file {path} has mode {mode:04o}; run `chmod 600 {path}`.")
+        raise SecretFileError(f"{what} {path} has mode {mode:04o}; run `chmod 600 {path}`.")
     if st.st_size == 0:
-        raise SecretFileError(f"Token file {path} is empty.")
+        raise SecretFileError(f"{what} {path} is empty.")
     if st.st_size > MAX_TOKEN_BYTES:
-        raise SecretFileError(f"Token file {path} is over 16 KiB; is it really a token?")
+        raise SecretFileError(f"{what} {path} is over 16 KiB; is it really a token?")
+
+
+def check_git_credentials(path: Path) -> None:
+    """COLABQ_GIT_CREDENTIALS_FILE: a token file (0600, regular, non-empty, small) whose every
+    line is git-credential-store's `https://USER:TOKEN@HOST` (git skips a line it cannot read,
+    silently: the fetch would then fail for want of a credential). A bad line is named by its
+    number, never its content."""
+    from urllib.parse import urlsplit
+
+    from worker.errors import SecretFileError
+
+    check_token_file(path, "Git credentials file")
+    try:
+        lines = path.read_text().splitlines()
+    except (OSError, UnicodeDecodeError):
+        raise SecretFileError(f"Git credentials file {path} cannot be read as text.") from None
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            parts = urlsplit(line.strip())
+            ok = bool(parts.scheme and parts.hostname and parts.password)
+        except ValueError:
+            ok = False
+        if not ok:
+            raise SecretFileError(
+                f"Git credentials file {path} line {number} is not https://USER:TOKEN@HOST "
+                "(git-credential-store format)."
+            )
 
 
 def worker_host_problem(settings: Settings) -> str | None:
     """Why this host cannot serve jobs, in one line with what to do, or None. Run when a worker
     starts, so a host that would fail every job it takes refuses to start instead: the `colab`
-    CLI (its version), the account (`colab usage`), the state dir, the Hub token file."""
+    CLI (its version), the account (`colab usage`), the state dir, the Hub token file, the git
+    credentials file."""
     from worker.deps import driver_at
     from worker.errors import ColabqError
 
@@ -109,6 +139,11 @@ def worker_host_problem(settings: Settings) -> str | None:
             check_token_file(settings.hf_token_file)
         except ColabqError as exc:
             return f"{exc.advice()} (COLABQ_HF_TOKEN_FILE)"
+    if settings.git_credentials_file is not None:
+        try:
+            check_git_credentials(settings.git_credentials_file)
+        except ColabqError as exc:
+            return f"{exc.advice()} (COLABQ_GIT_CREDENTIALS_FILE)"
     driver = driver_at(settings, state / "readiness" / "colab-sessions.json")
     try:
         check_cli_version(driver, settings.colab_version)

@@ -18,11 +18,12 @@ from worker.errors import (
 )
 from worker.fleet.causes import CAPACITY_ERRORS, Cause, GpuMismatch, PutBack, cause_of
 from worker.records.record import JobRecord
-from worker.session import checks, procs
+from worker.session import checks, codecheck, procs
 from worker.session import plan as vmplan
 from worker.session.job import FRESH, Finish, JobRun, session_name
 from worker.session.launch import launch_job, lost_while_launching
 from worker.session.watchpolicy import Phase
+from worker.spec import CodeSpec
 from worker.states import JobState as S
 from worker.tracker.clients import open_run
 from worker.tracker.runs import TrackerRef, run_env
@@ -99,9 +100,9 @@ class Starting(JobRun):
 
     def _check_before_allocation(self) -> float:
         # Invariant 1: nothing is allocated before these pass, the watchdog included. A check
-        # of the host (its token file, its CLI, its login, its Hub connection) that fails puts
-        # the job back; a check of the job's own (its script, its destination, its inputs,
-        # its budget) ends it.
+        # of the host (its token files, its CLI, its login, its Hub connection, its reach to
+        # the job's git remote) that fails puts the job back; a check of the job's own (its
+        # script, its destination, its inputs, its code, its budget) ends it.
         d, spec = self.d, self.spec
         try:
             launch = vmplan.launch_source(spec, d.settings, self.nonce, self._segment_plan())
@@ -117,15 +118,29 @@ class Starting(JobRun):
             if self.resume_uri is None and spec.resume_from:
                 size = d.check_input(spec.resume_from)
                 self.log(f"resume checkpoint {spec.resume_from}: {size} bytes")
+            if spec.code is not None:
+                self.log(self._check_code(spec.code))
             checks.check_cli_version(d.driver, d.settings.colab_version)
             return checks.check_budget(d.driver, spec.budget_units, d.settings.budget_floor_units)
         except BudgetExceeded as exc:
             raise Finish(S.FAILED_BUDGET, exc.advice()) from None
+        except codecheck.CodeHostFailure as exc:
+            raise PutBack(Cause.HOST, f"pre-allocation check failed: {exc.advice()}") from None
         except (ColabqError, OSError) as exc:
             why = exc.advice() if isinstance(exc, ColabqError) else f"{type(exc).__name__}: {exc}"
             if cause_of(exc) is Cause.HOST:
                 raise PutBack(Cause.HOST, f"pre-allocation check failed: {why}") from None
             raise Finish(S.FAILED, f"pre-allocation check failed: {why}") from None
+
+    def _check_code(self, code: CodeSpec) -> str:
+        """The job's commit fetchable from its remote with this host's credential, or its
+        snapshot staged (`codecheck`)."""
+        d = self.d
+        return codecheck.check_code(
+            code, job_id=self.job_id, host=d.worker_name,
+            credentials=d.settings.git_credentials_file, workdir=self.files.root,
+            check_input=d.check_input,
+        )  # fmt: skip
 
     def _new_marker(self) -> Path:
         assert self.name is not None
