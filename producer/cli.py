@@ -42,6 +42,7 @@ COMMANDS = {
     "workers": "producer.commands.fleet",
     "drain": "producer.commands.fleet",
     "undrain": "producer.commands.fleet",
+    "flower": "producer.commands.flower",
     "doctor": "producer.commands.doctor",
     "janitor": "producer.commands.janitor",
     "adopt": "producer.commands.adopt",

@@ -4,6 +4,10 @@
 for `celery -A worker.celery_app …`; it reads its settings when Celery configures it, not at
 import time.
 
+Flower runs on this app too (`colabq flower`, or Celery's own `celery … flower`): whichever way
+it is started, `worker.flowerlogin` stops it, in one line, unless its final options hold a
+login (its guard is connected here to the signal Flower's app sends as it is built).
+
 A worker imports `WORKER_MODULES` when it starts (Celery's `include`): the tasks register
 themselves (`worker.tasks`) and the worker's start and stop connect their signals
 (`worker.lifecycle`). They are named, never imported, here: they build on this floor (task
@@ -16,6 +20,7 @@ from typing import Any
 
 from celery import Celery
 
+from worker.flowerlogin import connect_guard
 from worker.settings import Settings, load_settings
 from worker.tasknames import ADOPT, JANITOR, RUN_JOB, job_argsrepr
 
@@ -80,3 +85,6 @@ app = Celery("colabq", include=WORKER_MODULES)
 @app.on_configure.connect  # type: ignore[untyped-decorator]
 def _configure(sender: Celery, **_: Any) -> None:
     sender.conf.update(celery_config(load_settings()))
+
+
+connect_guard()

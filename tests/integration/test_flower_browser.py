@@ -1,10 +1,10 @@
-"""Flower seen as a person sees it: the Flower the README documents (`celery -A worker.celery_app
-flower --conf=ops/flowerconfig.py --address=127.0.0.1`, its login from a 0600 file), a job that
-succeeded and one that failed, run by a real worker on the Colab emulator; then headless
-Chromium (Debian's `chromium`) opens the task list, answers Flower's login prompt, and the test
-reads the rendered table (filled by Flower's JavaScript from /tasks/datatable): the succeeded
-job's row says SUCCESS, the failed one's FAILURE with its reason. The screenshot is kept in
-`test-artifacts/` (`COLABQ_TEST_ARTIFACTS` names another folder; never committed).
+"""Flower seen as a person sees it: the Flower the README documents (`colabq flower`, its login
+from a 0600 file), a job that succeeded and one that failed, run by a real worker on the Colab
+emulator; then headless Chromium (Debian's `chromium`) opens the task list, answers Flower's
+login prompt, and the test reads the rendered table (filled by Flower's JavaScript from
+/tasks/datatable): the succeeded job's row says SUCCESS, the failed one's FAILURE with its
+reason. The screenshot is kept in `test-artifacts/` (`COLABQ_TEST_ARTIFACTS` names another
+folder; never committed).
 
 Without Chromium it skips locally and fails under CI (`COLABQ_REQUIRE_SERVICES`);
 `ops/ensure-chromium.sh` installs it.
@@ -64,17 +64,15 @@ def chromium_exe() -> str:
 
 @pytest.fixture
 def documented_flower(fleet: Fleet) -> Iterator[str]:
-    """Flower as the README starts it: the login file made 0600 first, then `celery ... flower
-    --conf=ops/flowerconfig.py --address=127.0.0.1` (and a free port: tests run side by side)."""
+    """Flower as the README starts it: the login file made 0600 first, then `colabq flower`
+    (on a free port: tests run side by side)."""
     auth = fleet.root / "flower-auth"
     auth.touch(mode=0o600)
     auth.write_text(f"{AUTH[0]}:{AUTH[1]}\n")
     port = free_port()
-    celery = Path(sys.executable).parent / "celery"
     with open(fleet.root / "flower.log", "ab") as log:
         proc = subprocess.Popen(
-            [str(celery), "-A", "worker.celery_app", "flower", "--conf=ops/flowerconfig.py",
-             "--address=127.0.0.1", f"--port={port}"],
+            [str(Path(sys.executable).parent / "colabq"), "flower", f"--port={port}"],
             cwd=ROOT, env={**fleet.env, "COLABQ_FLOWER_AUTH_FILE": str(auth),
                            "COLABQ_FLOWER_DB": str(fleet.root / "flower.db")},
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
