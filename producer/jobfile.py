@@ -75,6 +75,11 @@ class SubmitOptions(BaseModel):
     tracker: Literal["wandb", "mlflow", "none"] | None = None
     allow_same_run: bool = False
     env: tuple[str, ...] = ()
+    # The repository shipped to the VM at one commit (`--commit`, else HEAD): fetched from its
+    # remote (git) or staged as an archive with the untracked files `include` names (snapshot).
+    code: Literal["git", "snapshot"] | None = None
+    include: tuple[str, ...] = ()  # relative to repo_dir, like the pre-flight's paths
+    repairs: tuple[Literal["torch-cuda", "nccl", "pytest"], ...] = ()
 
     @field_validator("wall", "idle", "ttl", "sync_interval", "name", "capacity_wait", mode="before")
     @classmethod
@@ -89,7 +94,7 @@ class SubmitOptions(BaseModel):
             return ",".join(v)
         return _scalar_text(v)
 
-    @field_validator("sync", "expect", "waive", mode="before")
+    @field_validator("sync", "expect", "waive", "include", "repairs", mode="before")
     @classmethod
     def _list(cls, v: object) -> object:
         return [v] if isinstance(v, str) else v
@@ -105,9 +110,13 @@ class SubmitOptions(BaseModel):
 FIELDS = tuple(SubmitOptions.model_fields)
 
 
+# Keys whose repeatable option is spelled in the singular.
+_OPTION_NAMES = {"repairs": "--repair"}
+
+
 def option_name(key: str) -> str:
     """The command-line spelling of a key: `hub_repo` -> `--hub-repo`."""
-    return "--" + key.replace("_", "-")
+    return _OPTION_NAMES.get(key) or "--" + key.replace("_", "-")
 
 
 def options_error(exc: ValidationError, where: str) -> UserInputError:

@@ -12,7 +12,7 @@ import re
 import secrets
 import socket
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -33,6 +33,7 @@ from worker.spec import (
     MIN_WALL_S,
     RUN_NAME_PATTERN,
     ArtifactDest,
+    CodeSpec,
     Gpu,
     JobSpec,
     default_ttl_s,
@@ -72,6 +73,7 @@ class SubmitRequest:
     max_restarts: int = 0
     env: Sequence[str] = ()  # NAME=VALUE
     capacity_wait: str | None = None  # a duration; the spec's default when None
+    code: CodeSpec | None = None  # the repository shipped (producer.code); its commit is `commit`
 
 
 def read_script(path: Path) -> str:
@@ -195,6 +197,14 @@ def _dest(req: SubmitRequest) -> ArtifactDest:
     )
 
 
+def destination_of(req: SubmitRequest) -> ArtifactDest:
+    """Where the job's results (and a shipped snapshot) go, checked."""
+    try:
+        return _dest(req)
+    except ValidationError as exc:
+        raise UserInputError(f"Invalid destination: {spec_error(exc)}.") from None
+
+
 _submitter = functools.cache(whoami)  # user@host: the same for every job of this process
 
 
@@ -226,11 +236,11 @@ def build_spec(req: SubmitRequest, *, now: datetime | None = None) -> JobSpec:
             "lasts: split the run into jobs that resume (--resume-from, --max-restarts)."
         )
     ttl = _duration("--ttl", req.ttl) if req.ttl is not None else default_ttl_s(wall)
-    try:
-        dest = _dest(req)
-    except ValidationError as exc:
-        raise UserInputError(f"Invalid destination: {spec_error(exc)}.") from None
-    commit = req.commit if req.commit is not None else git_commit(req.script.parent.resolve())
+    dest = destination_of(req)
+    if req.code is not None:
+        commit = req.code.commit
+    else:
+        commit = req.commit if req.commit is not None else git_commit(req.script.parent.resolve())
     fields: dict[str, object] = {
         "run_name": req.run_name,
         "commit": commit,
@@ -255,6 +265,8 @@ def build_spec(req: SubmitRequest, *, now: datetime | None = None) -> JobSpec:
     }
     if len(gpus) > 1:
         fields["gpu_fallback"] = tuple(gpus[1:])
+    if req.code is not None:
+        fields["code"] = req.code
     if req.capacity_wait is not None:
         wait = _duration("--capacity-wait", req.capacity_wait)
         if not 0 < wait <= MAX_CAPACITY_WAIT_S:
@@ -362,71 +374,6 @@ class _SentEvents:
 
 
 __all__ = ["Enqueued", "SpecError", "SubmitRequest", "build_spec", "enqueue", "enqueue_many"]
-
-
-TRACKERS = ("wandb", "mlflow")  # the trackers whose runs colabq opens and finishes
-# tracker -> (environment variable, call, keyword) naming its experiment / project
-_PROJECT_SOURCES = {
-    "mlflow": ("MLFLOW_EXPERIMENT_NAME", "mlflow.set_experiment", "experiment_name"),
-    "wandb": ("WANDB_PROJECT", "wandb.init", "project"),
-}
-
-
-def check_tracker_option(named: str | None) -> None:
-    if named is not None and named not in (*TRACKERS, "none"):
-        raise UserInputError(f"--tracker {named!r}: use wandb, mlflow or none.")
-
-
-def job_tracker(
-    named: str | None, repo: Path, launch_script: Path | None, env: Mapping[str, str]
-) -> tuple[str | None, str | None]:
-    """(tracker, its experiment / project if the job names it) for the spec: `--tracker` if
-    given ("none": no tracker), else the first of wandb / mlflow the pre-flight's rules detect.
-    The worker opens the run in that experiment, so the job's own `set_experiment` agrees."""
-    check_tracker_option(named)
-    if named == "none":
-        return None, None
-    from producer.preflight.launch_scan import LaunchScan, scan_launch_script
-    from producer.preflight.monitoring import detect_trackers
-
-    scan = scan_launch_script(launch_script, repo) if launch_script is not None else LaunchScan()
-    job_env = {**env, **scan.env}  # the script's own exports are what the job runs with
-    if named is None:
-        found = detect_trackers(env=job_env, scan=scan, repo=repo, config_flat={})
-        named = next((s.tracker.value for s in found if s.tracker.value in TRACKERS), None)
-        if named is None:
-            return None, None
-    var, func, keyword = _PROJECT_SOURCES[named]
-    project = job_env.get(var) or next(
-        (c.kwargs[keyword] for c in scan.calls if c.func == func and c.kwargs.get(keyword)), None
-    )
-    return named, project if project and len(project) <= 200 else None
-
-
-@dataclass(frozen=True)
-class ResumePoint:
-    uri: str
-    prefix: str | None  # the resumed run's prefix: segments of one run share it
-
-
-def resolve_resume(value: str, ledger: Ledger | None) -> ResumePoint:
-    """`--resume-from`: an hf:// URI as given, or a job id -> that job's checkpoint on the Hub
-    (its first sync path under its prefix). Never a guess: a job without one is an error."""
-    if value.startswith("hf://"):
-        return ResumePoint(value, None)
-    if ledger is None or "://" in value or "/" in value:
-        raise UserInputError(f"--resume-from {value!r}: give a job id or an hf:// URI.")
-    rec = ledger.get(ledger.find_by_prefix(value))
-    dest = rec.spec.artifact
-    if dest.kind != "hf" or not rec.spec.sync_paths:
-        raise UserInputError(
-            f"Job {rec.job_id} kept no checkpoint on the Hub to resume from: pass "
-            "--resume-from hf://OWNER/REPO/PATH naming the checkpoint."
-        )
-    kind = "datasets/" if dest.repo_type == "dataset" else ""
-    name = Path(rec.spec.sync_paths[0]).name
-    path = "/".join(p for p in (dest.prefix, name) if p)
-    return ResumePoint(f"hf://{kind}{dest.repo}/{path}", dest.prefix)
 
 
 def check_output_repo(spec: JobSpec, settings: Settings, token: str | None = None) -> str:

@@ -1,8 +1,9 @@
 """What `colabq submit` prints: the plan of a dry run, and the jobs it enqueued.
 
 One `--json` shape for one job or a sweep, so that a script reads both the same way:
-`{"jobs": [{"job_id", "run", "created", "state", "queue", "live_workers", "swept",
-"time_limit_s", "wall_cap_s", ...}, ...], "count": N, "warnings": [...]}` (a dry run:
+`{"jobs": [{"job_id", "run", "created", "state", "queue", "live_workers", "swept", "code",
+"time_limit_s", "wall_cap_s", ...}, ...], "count": N, "warnings": [...]}` ("code": what the VM
+fetches and runs, `producer.code.ship.Shipping.describe`, or null) (a dry run:
 `{"dry_run": true, "jobs": [...], "count": N}`, without job ids: nothing was recorded). The
 table names every job's id. Building and enqueueing the jobs is `producer/commands/submit.py`'s.
 """
@@ -17,6 +18,7 @@ from producer.clictx import out, queue_for
 from worker.timelimit import limits_json, limits_text
 
 if TYPE_CHECKING:
+    from producer.code.ship import Shipping
     from producer.submit import Enqueued
     from producer.sweep import Point
     from worker.records.ledger import Ledger
@@ -28,7 +30,12 @@ def _swept(point: Point) -> str:
 
 
 def print_plan(
-    points: Sequence[Point], specs: Sequence[JobSpec], queue_prefix: str, *, as_json: bool
+    points: Sequence[Point],
+    specs: Sequence[JobSpec],
+    queue_prefix: str,
+    shipping: Shipping,
+    *,
+    as_json: bool,
 ) -> None:
     from rich.table import Table
 
@@ -39,6 +46,7 @@ def print_plan(
             "queue": queue_for(s.gpu, queue_prefix),
             "swept": dict(p.values),
             "idempotency_key": s.idempotency_key,
+            "code": shipping.describe(s),
             **limits_json(s),
         }
         for p, s in zip(points, specs, strict=True)
@@ -52,6 +60,8 @@ def print_plan(
     for p, s in zip(points, specs, strict=True):
         table.add_row(s.run_name, s.gpu.value, limits_text(s), _swept(p) or "-")
     out.print(table)
+    for line in shipping.plan_lines(specs):
+        out.print(line, markup=False, soft_wrap=True)
     out.print(f"Dry run: {len(rows)} job(s) checked; nothing was enqueued.")
 
 
@@ -61,6 +71,7 @@ def job_rows(
     results: Sequence[Enqueued],
     served: dict[str, int],
     queue_prefix: str,
+    shipping: Shipping,
 ) -> list[dict[str, Any]]:
     """One row per job, in the sweep's order: the `--json` objects and the table's rows."""
 
@@ -77,6 +88,7 @@ def job_rows(
             "queue": queue,
             "live_workers": served.get(queue, 0),
             "swept": dict(point.values),
+            "code": shipping.describe(spec),
             **limits_json(spec),
         }
 
@@ -91,17 +103,20 @@ def print_enqueued(
     warnings: list[str],
     queue_prefix: str,
     ledger: Ledger,
+    shipping: Shipping,
     *,
     as_json: bool,
 ) -> None:
     from producer.clictx import err
 
-    rows = job_rows(points, specs, results, served, queue_prefix)
+    rows = job_rows(points, specs, results, served, queue_prefix, shipping)
     if as_json:
         print(json.dumps({"jobs": rows, "count": len(rows), "warnings": warnings}))
         return
     for w in warnings:
         err.print(f"colabq: warning: {w}", markup=False, highlight=False)
+    for line in shipping.plan_lines(specs):
+        out.print(line, markup=False, soft_wrap=True)
     if len(results) == 1:
         _print_one(results[0], specs[0], queue_prefix, ledger)
         return

@@ -19,8 +19,12 @@ from producer.jobfile import PAIR_KEYS, SubmitOptions, validate
 from worker.errors import UserInputError
 
 MAX_POINTS = 10_000
-# Keys that cannot vary within one sweep: they name the sweep, or they are lists.
-_FIXED = frozenset({"name", "idempotency_key", "sync", "expect", "waive", *PAIR_KEYS})
+# Keys that cannot vary within one sweep: they name the sweep, or they are lists, or they say
+# what code the sweep ships (one commit for every point).
+_FIXED = frozenset(
+    {"name", "idempotency_key", "sync", "expect", "waive", "code", "include", "repairs",
+     *PAIR_KEYS}
+)  # fmt: skip
 _PLACEHOLDER = re.compile(r"\{([^{}]+)\}")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 

@@ -1,4 +1,4 @@
-"""`colabq preflight`: the five pre-flight checks on a training repository, and the copyable
+"""`colabq preflight`: the seven pre-flight checks on a training repository, and the copyable
 `colabq submit` line when they pass.
 
 The options become `PreflightInputs` and the checks run through `producer.preflight.gate`,
@@ -49,12 +49,25 @@ def preflight(
         typer.Option(help="The job's own time limit (default: what the wall cap leaves)."),
     ] = None,
     waive: WaiveOpt = None,
+    code: Annotated[
+        str | None,
+        typer.Option(help="git or snapshot: check the commit the job would ship (see submit)."),
+    ] = None,
+    commit: Annotated[
+        str | None, typer.Option(help="With --code: the commit to ship (default: HEAD).")
+    ] = None,
+    include: Annotated[
+        list[str] | None, typer.Option(help="With --code snapshot: an untracked file to add.")
+    ] = None,
     gpu: Annotated[str, typer.Option(help="For the submit command: the GPU type.")] = "T4",
     hub_repo: Annotated[str | None, typer.Option(help="For the submit command: USER/REPO.")] = None,
     local_store: Annotated[Path | None, typer.Option(help="For the submit command.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as data.")] = False,
 ) -> None:
-    """Run the five pre-flight checks on a training repository (exit 2 if one fails)."""
+    """Run the pre-flight checks on a training repository (exit 2 if one fails).
+
+    Config diff, run name, paths, monitoring, ETA; with --code, the commit shipped (on the
+    remote, not from a dirty tree) and its uv environment (uv.lock current)."""
     from producer.preflight.gate import (
         JOB_SCRIPT_PLACEHOLDER,
         PreflightInputs,
@@ -81,6 +94,9 @@ def preflight(
         wall=wall,
         waive=tuple(waive or ()),
         ttl=ttl,
+        code=code,
+        commit=commit,
+        include=tuple(include or ()),
     )
     settings = LazySettings()
     checked = run_checks(

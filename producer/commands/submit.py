@@ -19,8 +19,8 @@ import typer
 from producer.clictx import JsonOpt, _connect, build_app, err, load_settings, out, queue_for
 
 if TYPE_CHECKING:
-    from producer.jobfile import SubmitOptions
-    from producer.preflight.gate import Checked, PreflightInputs
+    from producer.code.ship import Shipping
+    from producer.preflight.gate import Checked
     from producer.sweep import Point
     from worker.records.ledger import Ledger
     from worker.settings import Settings
@@ -93,7 +93,29 @@ def submit(
     ] = None,
     budget: Annotated[float, typer.Option(help="Compute units the balance must cover.")] = 0.0,
     commit: Annotated[
-        str | None, typer.Option(help="Commit under test (default: git HEAD).")
+        str | None,
+        typer.Option(help="The commit to ship with --code, or to record (default: git HEAD)."),
+    ] = None,
+    code: Annotated[
+        str | None,
+        typer.Option(
+            help="git or snapshot: the job runs the repository's commit, fetched by the VM from "
+            "its remote (git) or staged as an archive with the results (snapshot).",
+        ),
+    ] = None,
+    include: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="With --code snapshot: an untracked file or folder to add (in --repo-dir)."
+        ),
+    ] = None,
+    repairs: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--repair",
+            help="torch-cuda, nccl or pytest: a known breakage of the uv environment the VM may "
+            "repair, in the VM only.",
+        ),
     ] = None,
     idempotency_key: Annotated[
         str | None,
@@ -107,7 +129,7 @@ def submit(
         typer.Option(help="NAME=VALUE: an environment variable of the job (never a secret)."),
     ] = None,
     repo_dir: Annotated[
-        Path, typer.Option(help="Pre-flight: the training repository (folder).")
+        Path, typer.Option(help="The training repository (folder): checked, and shipped by --code.")
     ] = Path("."),
     config: Annotated[Path | None, typer.Option(help="Pre-flight: the run's config.")] = None,
     reference: Annotated[Path | None, typer.Option(help="Pre-flight: the reference.")] = None,
@@ -115,7 +137,9 @@ def submit(
     launch_script: Annotated[Path | None, typer.Option(help="Pre-flight: not SCRIPT.")] = None,
     epochs: Annotated[float | None, typer.Option(help="Pre-flight: epochs.")] = None,
     seconds_per_epoch: Annotated[float | None, typer.Option(help="Pre-flight.")] = None,
-    waive: Annotated[list[str] | None, typer.Option(help="Pre-flight: accept a check.")] = None,
+    waive: Annotated[
+        list[str] | None, typer.Option(help="Pre-flight: accept a check (or dirty-tree).")
+    ] = None,
     resume_from: Annotated[
         str | None,
         typer.Option(help="A job id or hf:// checkpoint to resume from (a new segment)."),
@@ -159,8 +183,11 @@ def submit(
     Nothing is enqueued while a check fails, unless it is waived by name (--waive config-diff);
     the waivers and the report's digest are recorded on the job. Paths of the pre-flight options
     are relative to --repo-dir. In a job file, script, repo_dir and local_store are relative to
-    the file; flags given here override its keys.
+    the file; flags given here override its keys. With --code git|snapshot the job runs the
+    repository's commit (HEAD, or --commit) on the VM: it must be on the remote (git), its
+    uv.lock current, and the tree clean (unless --waive dirty-tree).
     """
+    from producer.code.ship import Shipping
     from producer.jobfile import is_job_file, merge_flags, read_job_file, validate
     from producer.sweep import Point, expand, parse_sweep_flags
 
@@ -186,11 +213,13 @@ def submit(
     settings = load_settings()
     # Redis first: a broker that is down is said before minutes of checks (a dry run needs none).
     ledger = None if dry_run else _connect(settings)
-    specs = _build(points, settings, as_json=as_json)
+    shipping = Shipping()
+    specs = _build(points, settings, shipping, as_json=as_json)
     if ledger is None:
-        _print_plan(points, specs, settings, as_json=as_json)
+        _print_plan(points, specs, settings, shipping, as_json=as_json)
         return
-    _enqueue(points, specs, settings, ledger, as_json=as_json)
+    shipping.stage(settings)  # every check passed: the snapshot goes where the VM fetches it
+    _enqueue(points, specs, settings, ledger, shipping, as_json=as_json)
 
 
 def _input_error(message: str) -> Exception:
@@ -199,15 +228,21 @@ def _input_error(message: str) -> Exception:
     return UserInputError(message)
 
 
-def _build(points: Sequence[Point], settings: Settings, *, as_json: bool) -> list[JobSpec]:
+def _build(
+    points: Sequence[Point], settings: Settings, shipping: Shipping, *, as_json: bool
+) -> list[JobSpec]:
     """Every point's spec, pre-flighted. Raises before anything is written."""
+    import dataclasses
     import os
 
     from producer.clictx import LazySettings
     from producer.eta_history import epochs_of, ledger_measurer
+    from producer.job_tracker import job_tracker
     from producer.preflight.gate import PreflightFailed, gate
     from producer.preflight.report import validate_waivers
-    from producer.submit import build_spec, check_output_repo, job_tracker
+    from producer.submit import build_spec, check_output_repo, destination_of
+    from producer.submit_inputs import code_asked, preflight_group, preflight_inputs
+    from producer.submit_inputs import submit_request as request_of
 
     specs: list[JobSpec] = []
     gates: dict[tuple[Any, ...], Checked] = {}
@@ -216,18 +251,28 @@ def _build(points: Sequence[Point], settings: Settings, *, as_json: bool) -> lis
     resumes: dict[str, Any] = {}
     lazy = LazySettings(settings)
     measurer = ledger_measurer(lazy)
+    _one_commit(points)
     # Every point is validated before any is pre-flighted: a bad value is said at once.
     built = []
     for point in points:
         waivers = tuple(sorted(validate_waivers(point.options.waive)))
-        request = _request(point.options, waivers, resumes, settings)
-        built.append((point.options, waivers, build_spec(request)))
-    for o, waivers, spec in built:
-        inputs = _preflight_inputs(o, waivers)
-        group = _preflight_group(inputs)
+        request = request_of(point.options, waivers, resumes, lambda: _connect(settings))
+        asked = code_asked(point.options)
+        if (state := shipping.survey(asked)) is not None:
+            code = shipping.code_spec(state, asked, destination_of(request))
+            request = dataclasses.replace(request, code=code)
+        built.append((point.options, waivers, build_spec(request), state))
+    for o, waivers, spec, state in built:
+        inputs = preflight_inputs(o, waivers)
+        group = preflight_group(inputs)
         if group not in gates:
             gates[group] = gate(
-                inputs, console=out, as_json=as_json, measure_epoch_s=measurer, settings=lazy
+                inputs,
+                console=out,
+                as_json=as_json,
+                measure_epoch_s=measurer,
+                settings=lazy,
+                code=state,
             )
         elif (failed := _run_name_failed(o.name or "", waivers)) is not None:
             raise PreflightFailed([failed])
@@ -256,76 +301,16 @@ def _build(points: Sequence[Point], settings: Settings, *, as_json: bool) -> lis
     return specs
 
 
-def _request(
-    o: SubmitOptions, waivers: tuple[str, ...], resumes: dict[str, Any], settings: Settings
-) -> Any:
-    from producer.jobfile import finite
-    from producer.submit import SubmitRequest, resolve_resume
+def _one_commit(points: Sequence[Point]) -> None:
+    """A sweep ships one commit: with code, every point names the same repository and commit."""
+    from producer.submit_inputs import code_asked
 
-    finite("--epochs", o.epochs)
-    prefix, resume = o.prefix, None
-    if o.resume_from:
-        if o.resume_from not in resumes:
-            # A job id resolves to its checkpoint and prefix: segments of one run share a prefix.
-            ledger = None if o.resume_from.startswith("hf://") else _connect(settings)
-            resumes[o.resume_from] = resolve_resume(o.resume_from, ledger)
-        resume = resumes[o.resume_from]
-        if prefix is None and resume.prefix is not None:
-            prefix = resume.prefix
-    return SubmitRequest(
-        script=o.script or Path(),
-        run_name=o.name or "",
-        gpu=o.gpu,
-        high_mem=o.high_mem,
-        wall=o.wall,
-        idle=o.idle,
-        ttl=o.ttl,
-        sync_interval=o.sync_interval,
-        sync_paths=o.sync,
-        hub_inputs=o.hub_input,
-        hub_repo=o.hub_repo,
-        repo_type=o.repo_type,
-        prefix=prefix,
-        local_store=o.local_store,
-        expect=o.expect,
-        budget=o.budget,
-        commit=o.commit,
-        idempotency_key=o.idempotency_key,
-        waivers=waivers,
-        resume_from=resume.uri if resume else None,
-        max_restarts=o.max_restarts,
-        env=o.env,
-        capacity_wait=o.capacity_wait,
-    )
-
-
-def _preflight_inputs(o: SubmitOptions, waivers: tuple[str, ...]) -> PreflightInputs:
-    from producer.preflight.gate import PreflightInputs
-
-    script = o.script or Path()
-    return PreflightInputs(
-        run_name=o.name or "",
-        repo=o.repo_dir,
-        config=o.config,
-        reference=o.reference,
-        explain=o.explain,
-        launch_script=o.launch_script or script.resolve(),
-        hub_inputs=o.hub_input,
-        epochs=o.epochs,
-        seconds_per_epoch=o.seconds_per_epoch,
-        wall=o.wall,
-        waive=waivers,
-        ttl=o.ttl,
-    )
-
-
-def _preflight_group(inputs: PreflightInputs) -> tuple[Any, ...]:
-    """What the pre-flight's verdicts depend on, apart from the run name (checked per job)."""
-    import dataclasses
-
-    d = dataclasses.asdict(inputs)
-    d.pop("run_name")
-    return tuple((k, repr(v)) for k, v in sorted(d.items()))
+    asked = {code_asked(p.options) for p in points}
+    if len(asked) > 1 and any(a.code for a in asked):
+        raise _input_error(
+            "A sweep ships one commit: commit and repo_dir cannot be swept with code: (submit "
+            "each commit on its own)."
+        )
 
 
 def _run_name_failed(name: str, waivers: Sequence[str]) -> str | None:
@@ -340,11 +325,16 @@ def _run_name_failed(name: str, waivers: Sequence[str]) -> str | None:
 
 
 def _print_plan(
-    points: Sequence[Point], specs: Sequence[JobSpec], settings: Settings, *, as_json: bool
+    points: Sequence[Point],
+    specs: Sequence[JobSpec],
+    settings: Settings,
+    shipping: Shipping,
+    *,
+    as_json: bool,
 ) -> None:
     from producer.submit_report import print_plan
 
-    print_plan(points, specs, settings.queue_prefix, as_json=as_json)
+    print_plan(points, specs, settings.queue_prefix, shipping, as_json=as_json)
 
 
 def _enqueue(
@@ -352,6 +342,7 @@ def _enqueue(
     specs: Sequence[JobSpec],
     settings: Settings,
     ledger: Ledger,
+    shipping: Shipping,
     *,
     as_json: bool,
 ) -> None:
@@ -371,5 +362,6 @@ def _enqueue(
         if not n
     ]
     print_enqueued(
-        points, specs, results, served, warnings, settings.queue_prefix, ledger, as_json=as_json
-    )
+        points, specs, results, served, warnings, settings.queue_prefix, ledger, shipping,
+        as_json=as_json,
+    )  # fmt: skip

@@ -1,5 +1,6 @@
-"""colabq's pre-flight checks: five quick checks on the training repository before a job is
-enqueued (config diff, run name, paths, monitoring, ETA), and the report that gates submission.
+"""colabq's pre-flight checks: quick checks on the training repository before a job is
+enqueued (config diff, run name, paths, monitoring, ETA; the code shipped and its environment are
+`producer.code`'s), and the report that gates submission.
 
 `run_preflight` runs them; `render_report` draws the result. See `/work/shared/spec/preflight.md`.
 """

@@ -4,7 +4,8 @@ and the gate in front of `colabq submit`.
 Owns turning command-line options into `PreflightOptions` (KEY=VALUE pairs, the wall cap, the
 quiet windows of the `quiet_windows` setting, the intended config when none is named), the remote
 checker the CLI uses, the copyable submit command, and `gate`, which refuses a submission while a
-check fails that was not waived by name. The checks themselves are `producer.preflight`'s.
+check fails that was not waived by name. The checks themselves are `producer.preflight`'s
+(the code shipped and its environment: `producer.code`'s, loaded only when code is shipped).
 
 Start-up matters here: nothing on this module's import path may import Celery, Redis or
 huggingface_hub (the `hf://` checker, `hub_inputs.py`, builds the Hub store only when the
@@ -34,6 +35,7 @@ from worker.utils import pairs, parse_duration_s
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from producer.code.survey import CodeState
     from producer.preflight.remote import RemoteStatus
     from producer.preflight.report import Finding, Report
 
@@ -47,12 +49,20 @@ JOB_SCRIPT_PLACEHOLDER = "JOB_SCRIPT.sh"
 class PreflightFailed(UserInputError):
     """A check failed and was not waived: nothing was enqueued."""
 
-    def __init__(self, failed: Sequence[str]) -> None:
+    def __init__(self, failed: Sequence[str], reasons: Sequence[str] = ()) -> None:
         waive = " ".join(f"--waive {name}" for name in failed)
-        super().__init__(
-            f"Pre-flight failed ({', '.join(failed)}): nothing was enqueued. Fix the failing "
-            f"checks, or waive them by name ({waive}); a waiver is recorded on the job."
-        )
+        names = ", ".join(failed)
+        if reasons:  # what failed, said in the one line (the code and environment checks)
+            message = (
+                f"Pre-flight failed ({names}): {'; '.join(reasons)}. Nothing was enqueued; fix "
+                f"it, or waive it by name ({waive}); a waiver is recorded on the job."
+            )
+        else:
+            message = (
+                f"Pre-flight failed ({names}): nothing was enqueued. Fix the failing checks, or "
+                f"waive them by name ({waive}); a waiver is recorded on the job."
+            )
+        super().__init__(message)
         self.failed = tuple(failed)
 
 
@@ -72,6 +82,9 @@ class PreflightInputs:
     wall: str = "12h"
     waive: Sequence[str] = ()
     ttl: str | None = None  # the job's own time limit; None: what the wall cap leaves
+    code: str | None = None  # git or snapshot: the repository's commit is shipped
+    commit: str | None = None  # the commit to ship (with `code`; default: HEAD)
+    include: Sequence[str] = ()  # untracked files added to a snapshot
 
 
 @dataclass(frozen=True)
@@ -165,9 +178,12 @@ def run_checks(
     hf: HfChecker | None = None,
     measure_epoch_s: Callable[[str], float | None] | None = None,
     quiet_windows: Sequence[str] = (),
+    code: CodeState | None = None,
 ) -> Checked:
-    """Run the five checks; bad options raise `UserInputError`, a bad repository never does.
-    `env` is the environment the job's checks read (trackers, credentials), not settings."""
+    """Run the seven checks; bad options raise `UserInputError`, a bad repository never does
+    (but a repository that cannot ship the `code` asked for does). `env` is the environment the
+    job's checks read (trackers, credentials), not settings. `code`: the repository already
+    surveyed for `inputs.code` (a submit surveys it once), else it is surveyed here."""
     from producer.preflight.remote import build_remote_checker
     from producer.preflight.report import Report, validate_waivers
     from producer.preflight.run import PreflightOptions, find_launch_script, run_preflight
@@ -203,19 +219,29 @@ def run_checks(
         remote_checker=build_remote_checker(hf=hf),
         measure_epoch_s=measure_epoch_s,
     )
-    if config is NO_CONFIG or picked:
-        report = Report.build(
-            [_explain_config(f, picked=picked) for f in report.findings], report.waived
-        )
+    findings = [_explain_config(f, config, picked=picked) for f in report.findings]
+    report = Report.build([*findings, *_code_findings(inputs, code)], report.waived)
     shown = None if config is NO_CONFIG else _relative(config, repo)
     return Checked(report, shown, find_launch_script(repo, inputs.launch_script))
 
 
-def _explain_config(finding: Finding, *, picked: bool) -> Finding:
+def _code_findings(inputs: PreflightInputs, code: CodeState | None) -> list[Finding]:
+    """The `code` and `environment` findings: of the survey given, else one made here."""
+    from producer.code.checks import code_finding, environment_finding
+
+    if code is None and inputs.code is not None:
+        from producer.code.survey import CodeRequest, survey
+
+        request = CodeRequest(inputs.code, inputs.repo, inputs.commit, tuple(inputs.include))
+        code = survey(request)
+    return [code_finding(code), environment_finding(code)]
+
+
+def _explain_config(finding: Finding, config: Path, *, picked: bool) -> Finding:
     from producer.preflight.discovery import CONFIG_ROOTS
     from producer.preflight.report import CheckName, Finding, Verdict
 
-    if finding.check is not CheckName.CONFIG_DIFF:
+    if finding.check is not CheckName.CONFIG_DIFF or (config is not NO_CONFIG and not picked):
         return finding
     if picked:
         return dataclasses.replace(
@@ -264,6 +290,9 @@ def submit_command(inputs: PreflightInputs, checked: Checked, target: SubmitTarg
         argv += ["--reference", str(inputs.reference)]
     if inputs.launch_script is not None and script is None:
         argv += ["--launch-script", str(inputs.launch_script)]
+    if inputs.code is not None:
+        argv += ["--code", inputs.code] + (["--commit", inputs.commit] if inputs.commit else [])
+        argv += _repeated("--include", inputs.include)
     argv += _repeated("--explain", inputs.explain) + _repeated("--hub-input", inputs.hub_inputs)
     if inputs.epochs is not None:
         argv += ["--epochs", f"{inputs.epochs:g}"]
@@ -299,6 +328,7 @@ def gate(
     hf: HfChecker | None = None,
     measure_epoch_s: Callable[[str], float | None] | None = None,
     settings: LazySettings | None = None,
+    code: CodeState | None = None,
 ) -> Checked:
     """Run the pre-flight for `colabq submit`; raise `PreflightFailed` unless it is clean.
 
@@ -316,6 +346,7 @@ def gate(
         hf=hf,
         measure_epoch_s=measure_epoch_s,
         quiet_windows=quiet_windows_from(settings),
+        code=code,
     )
     report = checked.report
     if as_json:
@@ -333,5 +364,14 @@ def gate(
 
         print_report(console, report)
     if not report.ok:
-        raise PreflightFailed(report.failed_checks)
+        raise PreflightFailed(report.failed_checks, failure_reasons(report))
     return checked
+
+
+def failure_reasons(report: Report) -> list[str]:
+    """What the blocking `code` and `environment` findings saw, and what to do, for the one
+    line that refuses the submission (the other checks' reasons are the report's table)."""
+    from producer.preflight.report import CheckName
+
+    shipped = (CheckName.CODE, CheckName.ENVIRONMENT)
+    return [f"{f.saw}: {f.next_action}" for f in report.blocking if f.check in shipped]

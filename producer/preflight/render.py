@@ -28,7 +28,7 @@ _STYLE = {
 
 def _verdict_cell(finding: Finding, report: Report) -> Text:
     label = finding.verdict.value.upper()
-    if finding.verdict is Verdict.FAIL and finding.check.value in report.waived:
+    if finding.verdict is Verdict.FAIL and report.is_waived(finding):
         return Text(f"{label} (waived)", style="yellow")
     return Text(label, style=_STYLE[finding.verdict])
 

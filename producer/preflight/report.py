@@ -31,9 +31,15 @@ class CheckName(StrEnum):
     PATHS = "paths"
     MONITORING = "monitoring"
     ETA = "eta"
+    CODE = "code"
+    ENVIRONMENT = "environment"
 
 
 CHECK_NAMES: tuple[str, ...] = tuple(c.value for c in CheckName)
+# A failure of part of a check that is waived by its own name, not the check's: shipping a
+# commit from a dirty tree is a `code` failure waived only by `--waive dirty-tree`.
+DIRTY_TREE = "dirty-tree"
+WAIVER_NAMES: tuple[str, ...] = (*CHECK_NAMES, DIRTY_TREE)
 
 # Worst first. SKIP outranks WARN: an unmeasured item might be a failure, a warning is known.
 _SEVERITY = {Verdict.FAIL: 3, Verdict.SKIP: 2, Verdict.WARN: 1, Verdict.PASS: 0}
@@ -48,7 +54,7 @@ class UnknownCheck(UserInputError):
     """A `--waive NAME` that names no check."""
 
     def __init__(self, name: str) -> None:
-        known = ", ".join(CHECK_NAMES)
+        known = ", ".join(WAIVER_NAMES)
         super().__init__(f"--waive {name!r}: no pre-flight check has that name (known: {known}).")
         self.name = name
 
@@ -56,29 +62,39 @@ class UnknownCheck(UserInputError):
 def validate_waivers(names: Iterable[str]) -> frozenset[str]:
     waived = frozenset(names)
     for name in sorted(waived):
-        if name not in CHECK_NAMES:
+        if name not in WAIVER_NAMES:
             raise UnknownCheck(name)
     return waived
 
 
 @dataclass(frozen=True)
 class Finding:
-    """What one check saw, its verdict, and what the user should do next."""
+    """What one check saw, its verdict, and what the user should do next. A failure is waived
+    by the check's name, or, when `waive_with` is given, by every name in it."""
 
     check: CheckName
     verdict: Verdict
     saw: str
     next_action: str
     details: tuple[str, ...] = ()
+    waive_with: tuple[str, ...] = ()
+
+    @property
+    def waivers(self) -> tuple[str, ...]:
+        """The names that waive this finding's failure, all of them needed."""
+        return self.waive_with or (self.check.value,)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "check": self.check.value,
             "verdict": self.verdict.value,
             "saw": self.saw,
             "next_action": self.next_action,
             "details": list(self.details),
         }
+        if self.waive_with:
+            data["waive_with"] = list(self.waive_with)
+        return data
 
 
 def _canonical(payload: Any) -> str:
@@ -101,20 +117,24 @@ class Report:
 
     @property
     def failed_checks(self) -> tuple[str, ...]:
-        """Checks that failed and were not waived: the ones blocking the submission."""
+        """The names a failure blocks the submission by (checks, or `dirty-tree`): not waived."""
+        names = (n for f in self.findings if f.verdict is Verdict.FAIL for n in f.waivers)
+        return tuple(dict.fromkeys(n for n in names if n not in self.waived))
+
+    @property
+    def blocking(self) -> tuple[Finding, ...]:
+        """The failed findings not (wholly) waived."""
         return tuple(
-            f.check.value
-            for f in self.findings
-            if f.verdict is Verdict.FAIL and f.check.value not in self.waived
+            f for f in self.findings if f.verdict is Verdict.FAIL and not self.is_waived(f)
         )
+
+    def is_waived(self, finding: Finding) -> bool:
+        return all(n in self.waived for n in finding.waivers)
 
     @property
     def waived_failures(self) -> tuple[str, ...]:
-        return tuple(
-            f.check.value
-            for f in self.findings
-            if f.verdict is Verdict.FAIL and f.check.value in self.waived
-        )
+        names = (n for f in self.findings if f.verdict is Verdict.FAIL for n in f.waivers)
+        return tuple(dict.fromkeys(n for n in names if n in self.waived))
 
     @property
     def ok(self) -> bool:

@@ -1,4 +1,5 @@
-"""Running the five pre-flight checks on the user's repository and building the report.
+"""Running the five pre-flight checks on the user's repository and building the report (the
+gate adds the `code` and `environment` checks, `producer/code/checks.py`).
 
 Owns `PreflightOptions` (what the user asked for), `run_preflight` (which takes its side
 effects as arguments: the clock reading, the environment, the remote checker, the epoch-time

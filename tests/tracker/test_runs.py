@@ -92,7 +92,7 @@ def test_reading_the_runs_to_check_costs_no_extra_round_trip(
 def test_submit_names_the_tracker_the_pre_flight_detects_and_its_experiment(
     tmp_path: Path,
 ) -> None:
-    from producer.submit import job_tracker
+    from producer.job_tracker import job_tracker
 
     script = tmp_path / "train.py"
     script.write_text('import mlflow\nmlflow.set_experiment("vision")\nmlflow.start_run()\n')

@@ -8,6 +8,7 @@ import pytest
 
 from producer.preflight.report import (
     CHECK_NAMES,
+    WAIVER_NAMES,
     CheckName,
     Finding,
     Report,
@@ -36,7 +37,34 @@ def test_worst_verdict(verdicts: tuple[Verdict, ...], expected: Verdict) -> None
 
 
 def test_check_names_are_the_waivable_names() -> None:
-    assert CHECK_NAMES == ("config-diff", "run-name", "paths", "monitoring", "eta")
+    assert CHECK_NAMES == (
+        "config-diff", "run-name", "paths", "monitoring", "eta", "code", "environment"
+    )  # fmt: skip
+    assert WAIVER_NAMES[-1] == "dirty-tree"  # a part of `code`, waived by its own name
+    assert WAIVER_NAMES[:-1] == CHECK_NAMES
+
+
+@pytest.mark.parametrize(
+    ("waive_with", "waived", "failed", "waived_failures"),
+    [
+        (("dirty-tree",), (), ("dirty-tree",), ()),
+        (("dirty-tree",), ("code",), ("dirty-tree",), ()),  # the check's name does not waive it
+        (("dirty-tree",), ("dirty-tree",), (), ("dirty-tree",)),
+        (("dirty-tree", "code"), ("dirty-tree",), ("code",), ("dirty-tree",)),  # both needed
+        (("dirty-tree", "code"), ("code", "dirty-tree"), (), ("dirty-tree", "code")),
+    ],
+)
+def test_a_finding_waived_by_its_own_names(
+    waive_with: tuple[str, ...],
+    waived: tuple[str, ...],
+    failed: tuple[str, ...],
+    waived_failures: tuple[str, ...],
+) -> None:
+    finding = Finding(CheckName.CODE, Verdict.FAIL, "saw", "next", waive_with=waive_with)
+    report = Report.build([finding], waived)
+    assert report.failed_checks == failed and report.ok is (not failed)
+    assert report.waived_failures == waived_failures
+    assert json.loads(report.to_json())["findings"][0]["waive_with"] == list(waive_with)
 
 
 @pytest.mark.parametrize(
