@@ -23,6 +23,7 @@ from worker.errors import UserInputError
 if TYPE_CHECKING:
     from worker.settings import Settings
     from worker.spec import ArtifactDest, CodeSpec, JobSpec
+    from worker.store.hub import HubStore
 
 VM_JOBS = "/content/colab-jobs"  # where the wrapper keeps each job's folder on the VM
 
@@ -106,6 +107,12 @@ class Shipping:
 
     def stage(self, settings: Settings) -> None:
         """Build and stage every snapshot of this submit, once each."""
+
+        def hub_store() -> HubStore:
+            from producer.stage import build_hub_store
+
+            return build_hub_store(settings)
+
         for snap in self._snapshots.values():
             if snap.staged:
                 continue
@@ -113,7 +120,7 @@ class Shipping:
                 archive = Path(tmp) / "code.tar.gz"
                 build_archive(snap.state.top, snap.state.commit, snap.state.includes, archive)
                 snap.archive_bytes = archive.stat().st_size
-                snap.staged = stage_archive(archive, snap.dest, snap.uri, settings)
+                snap.staged = stage_archive(archive, snap.dest, snap.uri, hub_store)
 
     def describe(self, spec: JobSpec) -> dict[str, Any] | None:
         """What the VM fetches and runs for `spec`, as data (`--json`), or None (no code)."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,7 +19,7 @@ from worker.spec import ArtifactDest
 from worker.vm.colabq_sync import format_hf_uri
 
 if TYPE_CHECKING:
-    from worker.settings import Settings
+    from worker.store.hub import HubStore
 
 UPLOADED = "uploaded"
 ALREADY_THERE = "already there"
@@ -32,15 +33,18 @@ def snapshot_uri(dest: ArtifactDest, name: str) -> str:
     return format_hf_uri(dest.repo_type, dest.repo, path)
 
 
-def stage_archive(archive: Path, dest: ArtifactDest, uri: str, settings: Settings) -> str:
-    """Put `archive` at `uri` (see `snapshot_uri`); returns UPLOADED or ALREADY_THERE."""
+def stage_archive(
+    archive: Path, dest: ArtifactDest, uri: str, hub_store: Callable[[], HubStore]
+) -> str:
+    """Put `archive` at `uri` (see `snapshot_uri`); returns UPLOADED or ALREADY_THERE. A Hub
+    destination's store is `hub_store()` (this machine's login: `build_hub_store`)."""
     size = archive.stat().st_size
     if dest.kind == "local":
         return _copy(archive, Path(uri.removeprefix("file://")), size)
-    from producer.stage import build_hub_store, stage
+    from producer.stage import stage
     from worker.errors import HubEmptyArtifact, HubNotFound
 
-    store = build_hub_store(settings)
+    store = hub_store()
     try:
         there = store.exists_nonempty(uri)
     except (HubNotFound, HubEmptyArtifact):
