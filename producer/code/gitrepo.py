@@ -1,9 +1,10 @@
 """The training repository as git sees it: the commit to ship, a dirty tree, the remote the VM
 fetches from, and whether the commit is on that remote.
 
-Every git call runs without a terminal prompt (`GIT_TERMINAL_PROMPT=0`, ssh in batch mode): a
-remote that wants a password fails at once instead of waiting for one. A remote URL carrying a
-credential is refused here, and the credential is never repeated in a message.
+Every git call runs without a terminal prompt (`GIT_TERMINAL_PROMPT=0`, and ssh in batch mode
+unless the user configured how git runs ssh): a remote that wants a password fails at once
+instead of waiting for one. A remote URL carrying a credential is refused here, and the
+credential is never repeated in a message.
 """
 
 from __future__ import annotations
@@ -22,16 +23,19 @@ REMOTE_TIMEOUT_S = 120.0
 _SCP_LIKE = re.compile(r"^[\w.-]+@[\w.-]+:.+")
 
 
-def _env() -> dict[str, str]:
+def _env(extra: dict[str, str] | None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_TRACE")}
     env["GIT_TERMINAL_PROMPT"] = "0"
-    env.setdefault("GIT_SSH_COMMAND", "ssh -o BatchMode=yes")
     env["LC_ALL"] = "C"  # git's messages are parsed here, and shown as one line
-    return env
+    return env | (extra or {})
 
 
 def git(
-    repo: Path, *args: str, timeout: float = LOCAL_TIMEOUT_S, stdin: str | None = None
+    repo: Path,
+    *args: str,
+    timeout: float = LOCAL_TIMEOUT_S,
+    stdin: str | None = None,
+    env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """`git -C repo ARGS`, its output captured; a missing git or a hung call is one line."""
     try:
@@ -41,7 +45,7 @@ def git(
             capture_output=True,
             text=True,
             timeout=timeout,
-            env=_env(),
+            env=_env(env),
             check=False,
         )
     except FileNotFoundError:
@@ -212,7 +216,7 @@ class OnRemote:
 def on_remote(top: Path, remote: Remote, commit: str) -> OnRemote:
     """`git ls-remote` of the remote's refs, then: the commit is one of them, or an ancestor of
     one this clone has (`git rev-list` of the commit excluding them all, one call)."""
-    done = git(top, "ls-remote", remote.name, timeout=REMOTE_TIMEOUT_S)
+    done = git(top, "ls-remote", remote.name, timeout=REMOTE_TIMEOUT_S, env=_batch_ssh(top))
     if done.returncode != 0:
         return OnRemote(None, problem=first_line(done.stderr) or f"exit {done.returncode}")
     refs: dict[str, str] = {}
@@ -237,6 +241,15 @@ def on_remote(top: Path, remote: Remote, commit: str) -> OnRemote:
         )
         return OnRemote(True, ref)
     return OnRemote(False)
+
+
+def _batch_ssh(top: Path) -> dict[str, str]:
+    """ssh in batch mode (no passphrase prompt), unless the user chose how git runs ssh."""
+    if os.environ.get("GIT_SSH_COMMAND") or os.environ.get("GIT_SSH"):
+        return {}
+    if git(top, "config", "core.sshCommand").stdout.strip():
+        return {}
+    return {"GIT_SSH_COMMAND": "ssh -o BatchMode=yes"}
 
 
 def _local_commits(top: Path, shas: list[str]) -> list[str]:
