@@ -10,6 +10,7 @@ from pathlib import Path
 from tests.factories import make_spec
 from worker.session import plan as vmplan
 from worker.settings import Settings
+from worker.spec import CodeSpec
 
 TOKEN = "hf_do_not_leak_0123456789"
 
@@ -36,6 +37,8 @@ def test_the_bundle_holds_the_token_twice_as_files_and_the_cells_never_name_it(
         vmplan.WRAPPER,
         vmplan.SYNC,
         vmplan.SCRIPT,
+        vmplan.CODE,
+        vmplan.ENVCHECK,
         vmplan.UPLOAD_TOKEN,
         vmplan.JOB_TOKEN,
     ]
@@ -54,7 +57,10 @@ def test_the_bundle_holds_the_token_twice_as_files_and_the_cells_never_name_it(
 
 def test_without_a_token_nothing_secret_is_bundled(tmp_path: Path) -> None:
     members = vmplan.bundle_members(tmp_path / "job.sh", None)
-    assert [name for _, name in members] == [vmplan.WRAPPER, vmplan.SYNC, vmplan.SCRIPT]
+    assert [name for _, name in members] == [
+        vmplan.WRAPPER, vmplan.SYNC, vmplan.SCRIPT, vmplan.CODE, vmplan.ENVCHECK,
+    ]  # fmt: skip
+    assert all(local.is_file() for local, name in members if name != vmplan.SCRIPT)
     argv = vmplan.wrapper_argv(make_spec(), Settings(), "n1")
     assert "--token-file" not in argv and "--resume" not in argv
 
@@ -66,3 +72,44 @@ def test_a_restart_segment_resumes_from_its_checkpoint_with_what_is_left(tmp_pat
     assert argv[argv.index("--segment") + 1] == "2"
     assert argv[argv.index("--ttl") + 1] == "600"
     assert argv[argv.index("--resume") + 1] == "file:///store/run/ckpt"
+
+
+SHA = "0123456789abcdef0123456789abcdef01234567"
+GIT_SECRET = "ghp_do_not_leak_0123456789"
+
+
+def test_a_git_job_gets_the_credential_as_a_file_and_its_code_by_name(tmp_path: Path) -> None:
+    """The wrapper learns where the code comes from, the exact commit, the folder, uv and the
+    repairs opted in; the host's git credential travels in the bundle, once, for a git job only,
+    and no command line or cell names its value."""
+    creds = tmp_path / "git-credentials"
+    creds.write_text(f"https://colabq:{GIT_SECRET}@github.com\n")
+    settings = Settings(git_credentials_file=creds)
+    code = CodeSpec(mode="git", commit=SHA, remote="https://github.com/o/r.git", subdir="train",
+                    uv=True, repairs=("torch-cuda", "pytest"))  # fmt: skip
+    spec = make_spec(code=code, commit=SHA)
+    assert vmplan.git_credentials_for(spec, settings) == creds
+    members = vmplan.bundle_members(tmp_path / "job.sh", None, creds)
+    assert members[-1] == (creds, vmplan.GIT_CREDENTIALS)
+    argv = vmplan.wrapper_argv(spec, settings, "n1")
+    tail = argv[argv.index("--code-mode") : argv.index("--")]
+    assert tail == [
+        "--code-mode", "git", "--code-commit", SHA, "--code-remote", "https://github.com/o/r.git",
+        "--code-subdir", "train", "--code-uv", "--code-repair", "torch-cuda",
+        "--code-repair", "pytest", "--git-credentials-file", "{content}/.colabq-git-credentials",
+    ]  # fmt: skip
+    for text in (" ".join(argv), vmplan.launch_source(spec, settings, "n1")):
+        assert GIT_SECRET not in text
+
+
+def test_a_snapshot_job_or_a_job_without_code_gets_no_git_credential(tmp_path: Path) -> None:
+    settings = Settings(git_credentials_file=tmp_path / "git-credentials")
+    snap = CodeSpec(mode="snapshot", commit=SHA, snapshot=f"file:///store/code/{SHA}.tar.gz")
+    spec = make_spec(code=snap, commit=SHA)
+    assert vmplan.git_credentials_for(spec, settings) is None
+    argv = vmplan.wrapper_argv(spec, settings, "n1")
+    assert argv[argv.index("--code-snapshot") + 1] == snap.snapshot
+    assert "--git-credentials-file" not in argv and "--code-uv" not in argv
+    plain = make_spec()
+    assert vmplan.git_credentials_for(plain, settings) is None
+    assert not any(a.startswith("--code") for a in vmplan.wrapper_argv(plain, settings, "n1"))

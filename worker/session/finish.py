@@ -17,8 +17,8 @@ from worker.errors import ColabqError
 from worker.fleet.causes import Cause, PutBack
 from worker.records.record import JobRecord
 from worker.records.unheld import note_reason
+from worker.session import codereport, procs
 from worker.session import plan as vmplan
-from worker.session import procs
 from worker.session.job import FRESH, Finish, JobRun, to_int
 from worker.session.recovery import recover_results
 from worker.session.watchpolicy import Phase
@@ -36,6 +36,8 @@ class Finishing(JobRun):
             raise Finish(S.FAILED, "the first upload failed on the VM; the job did not run")
         if w.get("exec_resume") == "failed":
             raise Finish(S.FAILED, "the resume checkpoint could not be downloaded on the VM")
+        if why := codereport.not_ready(w):
+            raise Finish(S.FAILED, why)
         if self.exit_code is None:
             raise Finish(S.FAILED, "the wrapper on the VM ended without the job's exit status")
         self.log(f"job exited {self.exit_code}")
@@ -259,8 +261,18 @@ class Finishing(JobRun):
             "runtime": released or ("never allocated" if self.endpoint is None else "UNKNOWN"),
             "remaining_endpoint": remaining,
             **self._costs(),
+            **self._code(),
             "notes": self.notes,
             "next_action": next_action,
+        }
+
+    def _code(self) -> dict[str, object]:
+        """The repository the job ran (what was shipped, what the VM checked out) and its uv
+        environment (the known breakages found there, repaired or not)."""
+        w = self.d.ledger.read_watch(self.job_id)
+        return {
+            "code": codereport.code_report(self.spec, w),
+            "environment": codereport.environment_report(self.spec, w),
         }
 
     def _costs(self) -> dict[str, object]:

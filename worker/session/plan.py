@@ -23,10 +23,15 @@ from worker.spec import JobSpec
 WRAPPER = "colab-job.sh"
 SYNC = "colabq_sync.py"
 SCRIPT = "colab-user-job.sh"
+CODE = "colabq_code.py"  # the code stage: the repository at its commit, its uv environment
+ENVCHECK = "colabq_envcheck.py"  # the known breakages of that environment, and their repairs
 # Names of the token copies on the VM (not secrets themselves); the wrapper deletes the first
 # as soon as it has read it, and moves the second out of the synced folder.
 UPLOAD_TOKEN = ".colabq-upload-token"  # noqa: S105
 JOB_TOKEN = ".colabq-job-token"  # noqa: S105
+# The worker host's git read credential, for a `code: git` job only: moved out of /content by
+# the wrapper at once, read by git alone, deleted once the fetch is over.
+GIT_CREDENTIALS = ".colabq-git-credentials"
 BUNDLE = "colabq-bundle.tar"
 
 
@@ -39,14 +44,27 @@ def remote_heartbeat(job_id: str) -> str:
     return f"{remote_job_dir(job_id)}/run/heartbeat"
 
 
-def bundle_members(script: Path, token_file: Path | None) -> list[tuple[Path, str]]:
+def bundle_members(
+    script: Path, token_file: Path | None, git_credentials: Path | None = None
+) -> list[tuple[Path, str]]:
     """(local file, name on the VM) of everything the job needs there. Data never travels this
-    way: inputs are staged on the Hub and declared. The token goes twice: one copy the wrapper's
-    uploader consumes, one for the job's own downloads."""
+    way: inputs are staged on the Hub and declared, the code is fetched or staged. The token
+    goes twice: one copy the wrapper's uploader consumes, one for the job's own downloads. The
+    git credential (`git_credentials_for`) goes once, for the fetch."""
     members = [(VM_DIR / WRAPPER, WRAPPER), (VM_DIR / SYNC, SYNC), (script, SCRIPT)]
+    members += [(VM_DIR / CODE, CODE), (VM_DIR / ENVCHECK, ENVCHECK)]
     if token_file is not None:
         members += [(token_file, UPLOAD_TOKEN), (token_file, JOB_TOKEN)]
+    if git_credentials is not None:
+        members.append((git_credentials, GIT_CREDENTIALS))
     return members
+
+
+def git_credentials_for(spec: JobSpec, settings: Settings) -> Path | None:
+    """The host's git read credential file, if this job fetches its code with git."""
+    if spec.code is None or spec.code.mode != "git":
+        return None
+    return settings.git_credentials_file
 
 
 def write_bundle(target: Path, members: list[tuple[Path, str]]) -> Path:
@@ -108,8 +126,31 @@ def wrapper_argv(
         args += ["--resume", resume]
     for p in spec.sync_paths:
         args += ["--sync", p]
+    args += code_args(spec, settings)
     job = ["bash", "{content}/" + SCRIPT, *spec.hub_inputs.values()]
     return ["bash", "{content}/" + WRAPPER, *args, "--", *job]
+
+
+def code_args(spec: JobSpec, settings: Settings) -> list[str]:
+    """The wrapper's options for the job's code: where it comes from, the exact commit, the
+    folder the job starts in, uv and the repairs opted in; the credential as a file's path."""
+    code = spec.code
+    if code is None:
+        return []
+    args = ["--code-mode", code.mode, "--code-commit", code.commit]
+    if code.mode == "git":
+        args += ["--code-remote", code.remote]
+    else:
+        args += ["--code-snapshot", code.snapshot]
+    if code.subdir:
+        args += ["--code-subdir", code.subdir]
+    if code.uv:
+        args.append("--code-uv")
+    for name in code.repairs:
+        args += ["--code-repair", name]
+    if git_credentials_for(spec, settings) is not None:
+        args += ["--git-credentials-file", "{content}/" + GIT_CREDENTIALS]
+    return args
 
 
 def launch_source(spec: JobSpec, settings: Settings, nonce: str, seg: Segment = Segment()) -> str:

@@ -164,7 +164,11 @@ class Starting(JobRun):
             env = self._tracker_env(rec)
             bundle = vmplan.write_bundle(
                 self.files.root / vmplan.BUNDLE,
-                vmplan.bundle_members(self.files.root / vmplan.SCRIPT, d.settings.hf_token_file),
+                vmplan.bundle_members(
+                    self.files.root / vmplan.SCRIPT,
+                    d.settings.hf_token_file,
+                    vmplan.git_credentials_for(self.spec, d.settings),
+                ),
             )
             try:
                 d.fence()

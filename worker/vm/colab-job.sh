@@ -13,11 +13,17 @@
 #          --dest-repo R --dest-type T --prefix P [--sync PATH]... [--token-file F]
 #          [--job-token-file F] [--hf-endpoint URL] [--upload-attempts N]
 #          [--upload-backoff-s S] [--resume URI] [--segment N] [--heartbeat-s S]
-#          [--release-hold-s S] -- CMD [ARGS]...
+#          [--release-hold-s S] [--code-mode git|snapshot --code-commit SHA
+#          [--code-remote R | --code-snapshot URI] [--code-subdir D] [--code-uv]
+#          [--code-repair NAME]... [--git-credentials-file F]] -- CMD [ARGS]...
 # The token: the uploader's copy is read into this shell (never exported) and deleted at once;
 # only the uploader process gets it, as HF_TOKEN in its own environment. The job's copy is moved
 # out of the synced work folder and given to the job as a file path (HF_TOKEN_PATH), never as a
 # value.
+# The code (--code-mode): colabq_code.py puts the repository at exactly its commit in repo/ (and,
+# with --code-uv, its environment: `uv sync --frozen`, then the job under `uv run --no-sync`);
+# the job then starts in repo/<subdir>, where its sync paths are too. The git credential, if
+# any, is moved out of /content at once and deleted once the fetch is over; only git reads it.
 # Prints sentinels __COLABQ_<nonce>_<WHAT>__=<value> that the runner parses.
 set -u
 # Colab presets that break uv projects and plotting in a batch job.
@@ -26,6 +32,7 @@ unset UV_SYSTEM_PYTHON PYTHONPATH MPLBACKEND
 JOB="" NONCE="" TTL="" SYNC_INTERVAL=900 DEST_KIND="" DEST_REPO="" DEST_TYPE="model" PREFIX=""
 SYNC_PATHS=() TOKEN_FILE="" JOB_TOKEN_FILE="" HF_ENDPOINT_ARG="" RESUME_URI=""
 UPLOAD_ATTEMPTS=6 UPLOAD_BACKOFF_S=4 SEGMENT=0 HEARTBEAT_S=5 RELEASE_HOLD_S=30
+CODE_MODE="" CODE_SNAPSHOT="" GIT_CREDENTIALS_FILE="" CODE_ARGS=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --job) JOB="$2"; shift 2 ;;
@@ -46,6 +53,14 @@ while [ $# -gt 0 ]; do
     --segment) SEGMENT="$2"; shift 2 ;;
     --heartbeat-s) HEARTBEAT_S="$2"; shift 2 ;;
     --release-hold-s) RELEASE_HOLD_S="$2"; shift 2 ;;
+    --code-mode) CODE_MODE="$2"; CODE_ARGS+=(--mode "$2"); shift 2 ;;
+    --code-commit) CODE_ARGS+=(--commit "$2"); shift 2 ;;
+    --code-remote) CODE_ARGS+=(--remote "$2"); shift 2 ;;
+    --code-snapshot) CODE_SNAPSHOT="$2"; shift 2 ;;
+    --code-subdir) CODE_ARGS+=(--subdir "$2"); shift 2 ;;
+    --code-uv) CODE_ARGS+=(--uv); shift ;;
+    --code-repair) CODE_ARGS+=(--repair "$2"); shift 2 ;;
+    --git-credentials-file) GIT_CREDENTIALS_FILE="$2"; shift 2 ;;
     --) shift; break ;;
     *) echo "colab-job.sh: unknown argument $1" >&2; exit 64 ;;
   esac
@@ -57,6 +72,7 @@ fi
 
 ROOT="$PWD"
 WORK="$ROOT/colab-jobs/$JOB"
+JOB_DIR="$WORK"  # the job's folder: repo/<subdir> once the code is there
 LOGS="$WORK/logs"
 RUN="$WORK/run"
 mkdir -p "$LOGS" "$RUN"
@@ -91,6 +107,15 @@ if [ -n "$JOB_TOKEN_FILE" ] && [ -f "$JOB_TOKEN_FILE" ]; then
   mv "$JOB_TOKEN_FILE" "$SECRETS/hf-token" && chmod 600 "$SECRETS/hf-token"
   export HF_TOKEN_PATH="$SECRETS/hf-token"
 fi
+if [ -n "$GIT_CREDENTIALS_FILE" ] && [ -f "$GIT_CREDENTIALS_FILE" ]; then
+  SECRETS="$ROOT/.colabq-secrets/$JOB"
+  mkdir -p "$SECRETS" && chmod 700 "$ROOT/.colabq-secrets" "$SECRETS"
+  mv "$GIT_CREDENTIALS_FILE" "$SECRETS/git-credentials" && chmod 600 "$SECRETS/git-credentials"
+  GIT_CREDENTIALS_FILE="$SECRETS/git-credentials"
+  CODE_ARGS+=(--credentials "$GIT_CREDENTIALS_FILE")
+else
+  GIT_CREDENTIALS_FILE=""
+fi
 if [ -n "$HF_ENDPOINT_ARG" ]; then
   export HF_ENDPOINT="$HF_ENDPOINT_ARG"
 fi
@@ -109,17 +134,48 @@ sync_all() {
   upload "$LOGS" "${PREFIX:+$PREFIX/}logs/$JOB" || return 1
   local p
   for p in "${SYNC_PATHS[@]+"${SYNC_PATHS[@]}"}"; do
-    [ -e "$WORK/$p" ] || continue
-    upload "$WORK/$p" "${PREFIX:+$PREFIX/}$(basename "$p")" || return 1
+    [ -e "$JOB_DIR/$p" ] || continue
+    upload "$JOB_DIR/$p" "${PREFIX:+$PREFIX/}$(basename "$p")" || return 1
   done
 }
 
 finish() {
   # The end of the wrapper: the heartbeat's last word ("done", or "kept" when the VM holds the
   # only copy of the results), then the exit sentinel that attach cells stop on.
+  [ -n "$GIT_CREDENTIALS_FILE" ] && rm -f "$GIT_CREDENTIALS_FILE"
   phase "$2"
   kill "$BEAT_PID" 2>/dev/null
   sentinel DONE "$1"
+}
+
+stage_code() {
+  # The repository at its commit (and its uv environment) before the job: colabq_code.py, its
+  # lines in the job's log. A snapshot is downloaded here, where the token is: only the
+  # downloader process gets it. Sets JOB_DIR, and prefixes the job's command with `uv run`.
+  local out="$RUN/code" archive rc
+  rm -rf "$out" && mkdir -p "$out"
+  if [ "$CODE_MODE" = snapshot ]; then
+    if archive="$(HF_TOKEN="$UPLOAD_TOKEN" python3 "$ROOT/colabq_sync.py" download \
+        --uri "$CODE_SNAPSHOT" --dest "$WORK/code-archive" "${HUB_OPTS[@]}" 2>"$out/download.err")"; then
+      CODE_ARGS+=(--archive "$archive")
+    else
+      CODE_ARGS+=(--archive-error "$(tail -n 1 "$out/download.err" | sed 's/^colabq_sync: //')")
+    fi
+  fi
+  python3 "$ROOT/colabq_code.py" "${CODE_ARGS[@]}" --repo "$WORK/repo" --out "$out" 2>&1 \
+    | tee -a "$JOB_LOG"
+  rc=${PIPESTATUS[0]}
+  [ -n "$GIT_CREDENTIALS_FILE" ] && rm -f "$GIT_CREDENTIALS_FILE"
+  if [ -s "$out/code.json" ]; then
+    sentinel CODE "$(cat "$out/code.json")"
+  else
+    sentinel CODE "{\"ok\": false, \"reason\": \"the code stage failed (exit $rc)\"}"
+  fi
+  [ -s "$out/environment.json" ] && sentinel ENVIRONMENT "$(cat "$out/environment.json")"
+  [ "$rc" = 0 ] || return "$rc"
+  JOB_DIR="$(cat "$out/jobdir")"
+  [ -s "$out/uv" ] && CODE_UV="$(cat "$out/uv")"
+  return 0
 }
 
 echo "colabq: job $JOB segment $SEGMENT starting on $(hostname) at $(date -u +%FT%TZ)" > "$JOB_LOG"
@@ -131,6 +187,23 @@ if ! sync_all; then
   exit 2
 fi
 sentinel FIRST_UPLOAD ok
+
+CODE_UV=""
+if [ -n "$CODE_MODE" ]; then
+  phase preparing
+  STAGE_T0=$SECONDS
+  stage_code
+  rc=$?
+  if [ "$rc" != 0 ]; then
+    echo "colabq: the job's code or environment is not ready; the job does not run" | tee -a "$JOB_LOG"
+    sync_all || true
+    finish "$rc" done
+    exit "$rc"
+  fi
+  # The job's own time limit counts what the stage took (the wall cap holds both).
+  TTL=$((TTL - (SECONDS - STAGE_T0)))
+  [ "$TTL" -ge 1 ] || TTL=1
+fi
 
 if [ -n "$RESUME_URI" ]; then
   # An explicit checkpoint, never a framework's "last": missing or empty means the job does not run.
@@ -160,9 +233,10 @@ rm -f "$STOP_FLAG"
 SYNC_PID=$!
 
 phase running
+[ -n "$CODE_UV" ] && set -- "$CODE_UV" run --no-sync "$@"
 sentinel STARTED "$(date +%s.%N)"
 JOB_T0=$SECONDS
-( cd "$WORK" && exec timeout --kill-after=120 "$TTL" "$@" ) 2>&1 | tee -a "$JOB_LOG"
+( cd "$JOB_DIR" && exec timeout --kill-after=120 "$TTL" "$@" ) 2>&1 | tee -a "$JOB_LOG"
 rc=${PIPESTATUS[0]}
 # `timeout` stopped the job at its limit (124; 137 after the kill grace), as opposed to a job
 # that exited 124 by itself earlier: the owner ends it TIMED_OUT, not FAILED.

@@ -1,0 +1,259 @@
+"""colabq's code stage on the VM: the job's repository at exactly its commit, and its uv
+environment, before the job runs. Started by the wrapper (colab-job.sh) with the VM's python3.
+
+1. The code, into `--repo` (`$WORK/repo`):
+   - git: `git init`, `git fetch --depth 1 REMOTE COMMIT` (a fetch by SHA), `git checkout
+     --detach FETCH_HEAD`, and `git rev-parse HEAD` must be COMMIT. A private remote's read
+     credential arrives as a file (`--credentials`, git-credential-store format) and is used
+     only through `credential.helper=store --file=...`; it is deleted once the fetch is over,
+     whatever its outcome. Git never prompts (no terminal, GIT_TERMINAL_PROMPT=0).
+   - snapshot: the wrapper downloaded the archive (`--archive`, a .tar.gz of `git archive` plus
+     `.colabq-commit`); it is unpacked (nothing may land outside the folder) and its recorded
+     commit must be COMMIT.
+   The job's folder is `--subdir` of the repository, which must exist.
+2. With `--uv`: uv found on PATH, else installed (`python3 -m pip install uv`); Colab's presets
+   are unset for uv commands; `uv sync --frozen` in the job's folder (uv finds the project and
+   reads its own Python pin); then colabq_envcheck.py runs in the project's environment and
+   names the known breakages, repairing those named by `--repair`.
+
+Writes into `--out`: `code.json` and `environment.json` (one JSON object each, the wrapper's
+CODE and ENVIRONMENT sentinels), `uv` (the uv to run the job with) and `jobdir`. Its own lines go
+to stdout (the job's log). Exit 0 ready; 4 the code could not be had; 5 `uv sync --frozen`
+failed; 64 bad command line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tarfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+EXIT_CODE, EXIT_ENV, EXIT_USAGE = 4, 5, 64
+COMMIT_FILE = ".colabq-commit"
+PRESETS = ("UV_SYSTEM_PYTHON", "PYTHONPATH", "MPLBACKEND", "VIRTUAL_ENV")
+
+
+class StageError(Exception):
+    """The one line saying why the job cannot run."""
+
+
+def say(text: str) -> None:
+    print(f"colabq: {text}", flush=True)
+
+
+class RunFailed(Exception):
+    """A command failed; `line` is the first of its last lines that says what went wrong."""
+
+    def __init__(self, code: int, lines: list[str]) -> None:
+        super().__init__(code)
+        self.code = code
+        errors = [ln for ln in lines if ln.lower().startswith(("error", "fatal"))]
+        self.line = (errors or lines or [f"exit {code}"])[0]
+
+
+def run(
+    argv: Sequence[str],
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    echo: bool = True,
+) -> str:
+    """Run `argv` with its output copied to ours (the job's log) unless not `echo`; its last
+    line. RunFailed if it fails."""
+    proc = subprocess.Popen(
+        list(argv), cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True, errors="replace",
+    )  # fmt: skip
+    assert proc.stdout is not None
+    lines: list[str] = []
+    for line in proc.stdout:
+        if echo:
+            sys.stdout.write(line)
+        if line.strip():
+            lines.append(line.strip())
+            del lines[:-20]
+    sys.stdout.flush()
+    if proc.wait() != 0:
+        raise RunFailed(proc.returncode, lines)
+    return lines[-1] if lines else ""
+
+
+def git_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in PRESETS}
+    env.update(GIT_TERMINAL_PROMPT="0", GIT_SSH_COMMAND="ssh -o BatchMode=yes")
+    return env
+
+
+def fetch_git(repo: Path, remote: str, commit: str, credentials: Path | None) -> None:
+    helper = ["-c", "credential.helper="]
+    if credentials is not None:
+        helper += ["-c", f"credential.helper=store --file={shlex.quote(str(credentials))}"]
+    env = git_env()
+    try:
+        run(["git", "-c", "init.defaultBranch=colabq", "init", "-q", str(repo)], env=env)
+        say(f"fetching {commit} from {remote}")
+        run(["git", *helper, "fetch", "-q", "--depth", "1", "--no-tags", remote, commit],
+            cwd=repo, env=env)  # fmt: skip
+        run(["git", "checkout", "-q", "--detach", "FETCH_HEAD"], cwd=repo, env=env)
+        head = run(["git", "rev-parse", "HEAD"], cwd=repo, env=env, echo=False)
+    except RunFailed as exc:
+        raise StageError(
+            f"commit {commit} could not be fetched from {remote}: {exc.line}"
+        ) from None
+    finally:
+        if credentials is not None:
+            credentials.unlink(missing_ok=True)
+    if head != commit:
+        raise StageError(f"{remote} gave commit {head} for {commit}")
+
+
+def unpack(repo: Path, archive: Path, commit: str) -> None:
+    """Unpack the snapshot into `repo`: regular files, folders and links inside it only."""
+    root = repo.resolve()
+    try:
+        with tarfile.open(archive) as tar:
+            for member in tar.getmembers():
+                target = (root / member.name).resolve()
+                link = (target.parent / member.linkname).resolve() if member.issym() else root
+                if not (member.isfile() or member.isdir() or member.issym()) or not all(
+                    p == root or root in p.parents for p in (target, link)
+                ):
+                    raise StageError(f"the snapshot {archive.name} holds {member.name!r}")
+            safe: dict[str, Any] = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+            tar.extractall(root, **safe)  # noqa: S202 - every member checked above
+    except (OSError, tarfile.TarError) as exc:
+        raise StageError(f"the snapshot {archive.name} could not be unpacked: {exc}") from None
+    finally:
+        archive.unlink(missing_ok=True)
+    recorded = (repo / COMMIT_FILE).read_text().strip() if (repo / COMMIT_FILE).is_file() else ""
+    if recorded != commit:
+        raise StageError(
+            f"the snapshot records commit {recorded or '(none)'}, not {commit}: stage it again"
+        )
+
+
+def find_uv() -> str:
+    """uv on PATH (Colab's image has it), else installed with the VM's pip."""
+    found = shutil.which("uv")
+    if found:
+        return found
+    say("uv is not on PATH; installing it (python3 -m pip install uv)")
+    try:
+        run([sys.executable, "-m", "pip", "install", "--quiet", "uv"])
+    except RunFailed as exc:
+        raise StageError(f"uv is not on the VM and could not be installed: {exc.line}") from None
+    importlib.invalidate_caches()
+    try:
+        uv_module = importlib.import_module("uv")
+        return str(uv_module.find_uv_bin())
+    except (ImportError, FileNotFoundError, AttributeError):
+        found = shutil.which("uv")
+    if not found:
+        raise StageError("uv was installed but cannot be found on the VM")
+    return found
+
+
+def uv_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k not in PRESETS}
+
+
+def setup_env(jobdir: Path, repairs: list[str], checker: Path, out: Path) -> dict[str, Any]:
+    try:
+        uv = find_uv()
+        version = run([uv, "--version"], env=uv_env(), echo=False)
+    except RunFailed as exc:
+        raise StageError(f"uv does not run on the VM: {exc.line}") from None
+    (out / "uv").write_text(uv)
+    say(f"{version}: uv sync --frozen")
+    t0 = time.monotonic()
+    try:
+        run([uv, "sync", "--frozen"], cwd=jobdir, env=uv_env())
+    except RunFailed as exc:
+        raise StageError(f"uv sync --frozen failed (exit {exc.code}): {exc.line}") from None
+    report: dict[str, Any] = {"ok": True, "uv": version, "sync_s": round(time.monotonic() - t0, 3)}
+    argv = [uv, "run", "--no-sync", "python", str(checker), "--uv", uv]
+    for name in repairs:
+        argv += ["--repair", name]
+    done = subprocess.run(
+        argv, cwd=jobdir, env=uv_env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        text=True, check=False,
+    )  # fmt: skip
+    try:
+        report.update(json.loads(done.stdout.strip().splitlines()[-1]))
+    except (ValueError, IndexError):
+        say(f"the environment check did not report (exit {done.returncode})")
+        report["check"] = f"failed (exit {done.returncode})"
+    return report
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="colabq_code.py")
+    p.add_argument("--mode", choices=["git", "snapshot"], required=True)
+    p.add_argument("--commit", required=True)
+    p.add_argument("--repo", type=Path, required=True)
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--remote", default="")
+    p.add_argument("--credentials", type=Path)
+    p.add_argument("--archive", type=Path)
+    p.add_argument("--archive-error", default="")
+    p.add_argument("--subdir", default="")
+    p.add_argument("--uv", action="store_true")
+    p.add_argument("--repair", action="append", default=[])
+    p.add_argument("--checker", type=Path, default=Path(__file__).with_name("colabq_envcheck.py"))
+    return p.parse_args(argv)
+
+
+def write(out: Path, name: str, report: dict[str, Any]) -> None:
+    (out / name).write_text(json.dumps(report, separators=(",", ":")) + "\n")
+
+
+def main(argv: list[str]) -> int:
+    a = parse(argv)
+    a.out.mkdir(parents=True, exist_ok=True)
+    a.repo.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    try:
+        if a.mode == "git":
+            fetch_git(a.repo, a.remote, a.commit, a.credentials)
+        elif a.archive is None:
+            why = a.archive_error or "no archive was downloaded"
+            raise StageError(f"the snapshot could not be downloaded: {why}")
+        else:
+            unpack(a.repo, a.archive, a.commit)
+        jobdir = a.repo / a.subdir
+        if not jobdir.is_dir():
+            raise StageError(f"the folder {a.subdir!r} is not in commit {a.commit}")
+    except StageError as exc:
+        write(a.out, "code.json", {"ok": False, "mode": a.mode, "reason": str(exc)})
+        say(str(exc))
+        return EXIT_CODE
+    finally:
+        if a.credentials is not None:
+            a.credentials.unlink(missing_ok=True)
+    fetch_s = round(time.monotonic() - t0, 3)
+    code = {"ok": True, "mode": a.mode, "commit": a.commit, "fetch_s": fetch_s}
+    write(a.out, "code.json", code)
+    (a.out / "jobdir").write_text(str(jobdir))
+    say(f"the repository is at commit {a.commit} ({a.mode}); the job runs in {jobdir}")
+    if not a.uv:
+        return 0
+    try:
+        write(a.out, "environment.json", setup_env(jobdir, a.repair, a.checker, a.out))
+    except StageError as exc:
+        write(a.out, "environment.json", {"ok": False, "reason": str(exc)})
+        say(str(exc))
+        return EXIT_ENV
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
