@@ -39,15 +39,27 @@ def git_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GitHttpServ
 
 
 @pytest.fixture
+def git_server_ok(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GitHttpServer]:
+    """A private git remote on this machine that takes the worker's (canary) credential."""
+    with git_http_server(tmp_path_factory.mktemp("git-ok"), "colabq", GIT_CANARY) as server:
+        yield server
+
+
+@pytest.fixture
 def fleet_env_extra(
-    tmp_path_factory: pytest.TempPathFactory, git_server: GitHttpServer
+    tmp_path_factory: pytest.TempPathFactory,
+    git_server: GitHttpServer,
+    git_server_ok: GitHttpServer,
 ) -> dict[str, str]:
     secret_dir = tmp_path_factory.mktemp("secret")
     token = secret_dir / "hf_token"
     token.write_text(CANARY + "\n")
     token.chmod(0o600)
     creds = secret_dir / "git-credentials"
-    creds.write_text(f"http://colabq:{GIT_CANARY}@127.0.0.1:{git_server.port}\n")
+    creds.write_text(
+        f"http://colabq:{GIT_CANARY}@127.0.0.1:{git_server.port}\n"
+        f"http://colabq:{GIT_CANARY}@127.0.0.1:{git_server_ok.port}\n"
+    )
     creds.chmod(0o600)
     return {"COLABQ_HF_TOKEN_FILE": str(token), "COLABQ_GIT_CREDENTIALS_FILE": str(creds)}
 
@@ -205,3 +217,39 @@ def test_code_not_fetchable_fails_before_allocation_and_the_git_credential_stays
     assert GIT_CANARY in creds.read_text()  # refused, yet never erased from the host's file
     files = [p for p in fleet.root.rglob("*") if p.is_file() and not p.is_symlink()]
     assert [p for p in files if GIT_CANARY.encode() in p.read_bytes()] == []
+
+
+def test_the_git_credential_reaches_the_vm_as_a_file_and_is_gone_after_the_fetch(
+    fleet: Fleet, redis_client: redis.Redis, git_server_ok: GitHttpServer
+) -> None:
+    """A code: git job from a private remote that takes only the host's credential: the VM
+    fetched the commit (so it had the credential), yet no process's command line or
+    environment, no log, no Redis value and no file but the host's own holds it: the VM's copy
+    was a file git alone read, deleted once the fetch was over."""
+    remote = make_remote(git_server_ok.root)
+    settings = load_settings(
+        redis_url=fleet.env["COLABQ_REDIS_URL"], key_prefix=fleet.env["COLABQ_KEY_PREFIX"],
+        queue_prefix=fleet.env["COLABQ_QUEUE_PREFIX"],
+    )  # fmt: skip
+    code = CodeSpec(mode="git", commit=remote.pushed, remote=git_server_ok.url(remote.bare.name))
+    spec = make_spec(
+        code=code, commit=code.commit, run_name="code-private",
+        artifact=ArtifactDest(kind="local", repo=str(fleet.root / "store"), prefix="private"),
+        script='echo "head: $(git rev-parse HEAD)"\necho "in env: $(env | grep -c ghp_ || true)"\n',
+    )  # fmt: skip
+    with ProcScanner(GIT_CANARY) as scan:
+        job_id = enqueue(spec, fleet.ledger, build_app(settings), settings.queue_prefix).job_id
+        assert fleet.wait_terminal(job_id) is JobState.SUCCEEDED, fleet.ledger.get(job_id).reason
+    assert f"head: {remote.pushed}" in fleet.output(job_id) and "in env: 0" in fleet.output(job_id)
+    assert scan.samples > 5 and scan.hits == {}  # no argv, no environment
+    logs = "\n".join(ln.text for ln in fleet.ledger.read_log(job_id))
+    assert "fetching" in logs and GIT_CANARY not in logs
+    assert [v for v in redis_values(redis_client) if GIT_CANARY.encode() in v] == []
+    creds = Path(fleet.env["COLABQ_GIT_CREDENTIALS_FILE"])
+    files = [p for p in fleet.root.rglob("*") if p.is_file() and not p.is_symlink()]
+    assert [p for p in files if GIT_CANARY.encode() in p.read_bytes()] == []
+    assert GIT_CANARY in creds.read_text()  # the host's own, untouched
+    vm_copies = list(fleet.root.rglob(".colabq-git-credentials")) + list(
+        fleet.root.rglob("git-credentials")
+    )
+    assert vm_copies == []
