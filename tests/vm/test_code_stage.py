@@ -82,6 +82,7 @@ def _lock_without_its_wheel(project: UvProject) -> UvProject:
         ("snapshot missing", 4, "the snapshot could not be downloaded: file:///"),
         ("no such subdir", 4, "the folder 'nowhere' is not in commit"),
         ("uv sync fails", 5, "uv sync --frozen failed (exit 2): error:"),
+        ("stage broken", 2, "the code stage failed (exit 2): see the job's log"),
     ],
 )
 def test_code_or_environment_not_ready_is_the_jobs_failure_and_it_never_runs(
@@ -94,6 +95,9 @@ def test_code_or_environment_not_ready_is_the_jobs_failure_and_it_never_runs(
         args = code_args(project, mode="snapshot", snapshot=missing)
     elif case == "no such subdir":
         args = code_args(project, subdir="nowhere")
+    elif case == "stage broken":
+        (vm.content / "colabq_code.py").unlink()
+        args = code_args(project)
     else:
         broken = _lock_without_its_wheel(project)
         snapshot = snapshot_archive(broken.root, broken.commit, vm.root / "s.tar.gz")

@@ -21,7 +21,7 @@ from worker.session.watchpolicy import Vm
 @dataclass(frozen=True)
 class VmBeat:
     at: float  # the VM's clock (NTP's, like ours)
-    phase: str  # starting, uploading, running, finishing, done, kept
+    phase: str  # starting, uploading, preparing (the code), running, finishing, done, kept
     console_bytes: int
 
     def state(self, now: float, stale_s: float) -> Vm:

@@ -166,12 +166,14 @@ stage_code() {
     | tee -a "$JOB_LOG"
   rc=${PIPESTATUS[0]}
   [ -n "$GIT_CREDENTIALS_FILE" ] && rm -f "$GIT_CREDENTIALS_FILE"
-  if [ -s "$out/code.json" ]; then
-    sentinel CODE "$(cat "$out/code.json")"
-  else
-    sentinel CODE "{\"ok\": false, \"reason\": \"the code stage failed (exit $rc)\"}"
-  fi
+  [ -s "$out/code.json" ] && sentinel CODE "$(cat "$out/code.json")"
   [ -s "$out/environment.json" ] && sentinel ENVIRONMENT "$(cat "$out/environment.json")"
+  if [ "$rc" != 0 ] && ! grep -qs '"ok":false' "$out/code.json" "$out/environment.json"; then
+    # The stage itself broke (its lines in the log say how): still one reason for the owner.
+    local why="the code stage failed (exit $rc): see the job's log"
+    echo "colabq: $why" >> "$JOB_LOG"
+    sentinel CODE "{\"ok\":false,\"reason\":\"$why\"}"
+  fi
   [ "$rc" = 0 ] || return "$rc"
   JOB_DIR="$(cat "$out/jobdir")"
   [ -s "$out/uv" ] && CODE_UV="$(cat "$out/uv")"
