@@ -32,6 +32,7 @@ BENCHES = (
     "janitor_bench",  # P7
     "memory_bench",  # P8, per-session RSS; Redis memory per job
     "logs_bench",  # P9; Redis memory per 100k log lines
+    "uvstart_bench",  # P10: a uv project's code and environment, before its first line
     "sweep_bench",  # a 1,000-job sweep as a command
     "hub_upload_bench",  # a checkpoint to the Hub, against `hf upload`
     "drain_bench",  # F1, F2: a broken host drained, no job lost to it
