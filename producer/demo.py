@@ -4,13 +4,17 @@ A broker (the Redis that answers, else one started here), a real Celery worker p
 offline Colab emulator (`ops/colab`), the local Hub-compatible server (`ops/hubserver`, driven by
 the real huggingface_hub client on the worker and on the emulated VM), a demo job submitted
 through the same code as `colabq submit`, its log followed live, and the final report.
-Everything it creates lives in one
-temporary folder, with its own Redis key prefix, so a real deployment on the same Redis is never
-touched.
+The job ships a tiny uv project (`ops/uvproject.py`: its lock resolves offline from its own
+wheels) with `code: snapshot`: its code and environment checks, the archive staged on the Hub,
+and on the VM the commit unpacked, `uv sync --frozen` and the job under `uv run --no-sync`.
+Everything it creates lives in one temporary folder, with its own Redis key prefix, so a real
+deployment on the same Redis is never touched.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import importlib.util
 import json
 import os
 import secrets
@@ -22,31 +26,41 @@ import time
 from pathlib import Path
 
 from rich.console import Console
+from rich.text import Text
 
 from producer import render
 from producer.broker import ensure_broker
 from producer.clictx import load_settings
+from producer.code.checks import code_finding, environment_finding
+from producer.code.ship import CodeAsked, Shipping
 from producer.follow import follow_logs
-from producer.submit import SubmitRequest, build_spec, check_output_repo, enqueue
+from producer.preflight.report import Verdict
+from producer.submit import SubmitRequest, build_spec, check_output_repo, destination_of, enqueue
 from worker.celery_app import build_app
 from worker.colab.driver import ColabCli
 from worker.deps import build_ledger
 from worker.errors import UserInputError
+from worker.spec import CodeSpec
 from worker.states import JobState
+from worker.store.hub import HubStore
 
 REPO = Path(__file__).resolve().parents[1]
 EMULATOR = REPO / "ops" / "colab"
 HUBSERVER = REPO / "ops" / "hubserver"
+UVPROJECT = REPO / "ops" / "uvproject.py"
 DEMO_REPO = "demo/colabq-demo-runs"
 DEMO_REDIS = "redis://127.0.0.1:6379/12"
 
 DEMO_SCRIPT = """\
 #!/usr/bin/env bash
-# A stand-in for a training run: a few "epochs", a checkpoint, a log line each.
+# A stand-in for a training run, in the project's folder on the VM under `uv run --no-sync`: the
+# commit it runs, the project's code in its environment, a few "epochs", a checkpoint.
 set -euo pipefail
+echo "commit $(cat .colabq-commit) (the snapshot colabq shipped)"
+python train.py
 mkdir -p checkpoints
 for epoch in 1 2 3; do
-  echo "epoch ${epoch}/3 loss=$(python3 -c "print(round(1 / ${epoch}, 3))")"
+  echo "epoch ${epoch}/3 loss=$(python -c "print(round(1 / ${epoch}, 3))")"
   sleep 1
 done
 echo "weights after 3 epochs" > checkpoints/last.pt
@@ -107,6 +121,9 @@ def run_demo(console: Console, *, keep: bool = False) -> int:
         "HF_ENDPOINT": hub_url,
         "HF_HUB_DISABLE_XET": "1",
         "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+        # The project's lock resolves from its own wheels: uv on the VM needs no network.
+        "UV_OFFLINE": "1",
+        "UV_PYTHON_DOWNLOADS": "never",
         # The emulated VM's python3 is this one, as a Colab image has huggingface_hub.
         "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
     }
@@ -131,21 +148,26 @@ def run_demo(console: Console, *, keep: bool = False) -> int:
         ledger = build_ledger(settings)
         script = root / "demo-job.sh"
         script.write_text(DEMO_SCRIPT)
-        spec = build_spec(
-            SubmitRequest(
-                script=script,
-                run_name="demo-synthetic-mlp-3ep-emulator",
-                gpu="T4",
-                wall="10m",
-                idle="60s",
-                hub_repo=DEMO_REPO,
-                sync_paths=("checkpoints",),
-                expect=("checkpoints",),
-                commit="demo",
-            )
+        request = SubmitRequest(
+            script=script,
+            run_name="demo-synthetic-mlp-3ep-emulator",
+            gpu="T4",
+            wall="10m",
+            idle="60s",
+            hub_repo=DEMO_REPO,
+            sync_paths=("checkpoints",),
+            expect=("checkpoints",),
         )
+        shipping = Shipping()
+        code = ship_code(console, shipping, request, build_project(root / "project"))
+        spec = build_spec(dataclasses.replace(request, code=code))
         seen = check_output_repo(spec, settings, token)
         console.print(f"[bold]output repo:[/] {seen}")
+        quiet_hub_client()  # this process stages the snapshot on the local Hub
+        shipping.stage(settings, lambda: HubStore(hub_url, token))
+        for line in shipping.plan_lines([spec]):  # what the VM fetches and runs
+            label, _, rest = line.partition(": ")
+            console.print(Text.assemble((f"{label}:", "bold"), f" {rest}"))
         res = enqueue(spec, ledger, build_app(settings), settings.queue_prefix)
         console.print(f"[bold]submitted:[/] job {res.job_id} ({spec.run_name})\n")
         state = follow_logs(
@@ -185,6 +207,45 @@ def run_demo(console: Console, *, keep: bool = False) -> int:
         else:
             time.sleep(0.1)
             shutil.rmtree(root, ignore_errors=True)
+
+
+def quiet_hub_client() -> None:
+    """This process's huggingface_hub, for the local Hub server: no Xet (the server has no Xet
+    storage; the flag is read when the client is imported, so its constant too), no progress
+    bars in the demo's output."""
+    from huggingface_hub import constants
+    from huggingface_hub.utils.tqdm import disable_progress_bars
+
+    os.environ["HF_HUB_DISABLE_XET"] = "1"
+    constants.HF_HUB_DISABLE_XET = True
+    disable_progress_bars()
+
+
+def build_project(root: Path) -> Path:
+    """The demo's training repository: ops/uvproject.py's tiny uv project, committed (a file
+    of the clone, like the emulator; loaded by its path, as `ops` is no installed package)."""
+    spec = importlib.util.spec_from_file_location("colabq_demo_uvproject", UVPROJECT)
+    if spec is None or spec.loader is None or not UVPROJECT.is_file():
+        raise UserInputError(f"{UVPROJECT} is missing: run the demo from a clone.")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclass looks its module up
+    spec.loader.exec_module(module)
+    return Path(module.build_uv_project(root).root)
+
+
+def ship_code(
+    console: Console, shipping: Shipping, request: SubmitRequest, project: Path
+) -> CodeSpec:
+    """`code: snapshot` of `project`'s HEAD as `colabq submit` ships it: surveyed, its code and
+    environment checks, and the job's CodeSpec (the archive is staged once the job is built)."""
+    asked = CodeAsked("snapshot", project)
+    state = shipping.survey(asked)
+    assert state is not None  # a mode was asked
+    for finding in (code_finding(state), environment_finding(state)):
+        console.print(f"[bold]{finding.check.value}:[/] {finding.verdict.value} {finding.saw}")
+        if finding.verdict is Verdict.FAIL:
+            raise UserInputError(f"The demo's project failed its {finding.check.value} check.")
+    return shipping.code_spec(state, asked, destination_of(request))
 
 
 def list_hub_files(url: str, token: str) -> list[str]:

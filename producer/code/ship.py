@@ -9,7 +9,7 @@ Nothing is staged until every job passed its pre-flight (`stage`), and never by 
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -105,13 +105,14 @@ class Shipping:
             self._snapshots[key] = Snapshot(state, dest, uri)
         return self._snapshots[key]
 
-    def stage(self, settings: Settings) -> None:
-        """Build and stage every snapshot of this submit, once each."""
+    def stage(self, settings: Settings, login: Callable[[], HubStore] | None = None) -> None:
+        """Build and stage every snapshot of this submit, once each. A Hub destination's store
+        is `login()`, by default this machine's login (the demo gives its own Hub's)."""
 
         def hub_store() -> HubStore:
             from producer.stage import build_hub_store
 
-            return build_hub_store(settings)
+            return login() if login is not None else build_hub_store(settings)
 
         for snap in self._snapshots.values():
             if snap.staged:
