@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from producer.report_code import code_rows
 from worker.colab import rates
 from worker.states import TERMINAL, JobState
 from worker.timelimit import limits_json, limits_text
@@ -256,6 +257,7 @@ def job_detail(
 
 def final_report(report: dict[str, Any]) -> Table:
     from rich.table import Table
+    from rich.text import Text
 
     t = Table(title="final report", show_header=False)
     t.add_column(style="bold")
@@ -276,6 +278,8 @@ def final_report(report: dict[str, Any]) -> Table:
     ):
         value = _limits_of(report) if key == "limits" else _report_value(key, report.get(key))
         t.add_row(key.replace("_", " "), "-" if value in (None, "") else str(value))
+    for label, text in code_rows(report):
+        t.add_row(label, Text(text))  # plain: `repairs: [name]` is not markup
     for note in report.get("notes") or ():
         t.add_row("note", str(note))
     return t

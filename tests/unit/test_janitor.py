@@ -52,6 +52,10 @@ SETTLE_CASES = [
      {"gone_verified_at": "1", "exec_exit": "0", "results_local": "h:/r"}, OK, None, S.FAILED),
     ("endpoint only seen by the watchdog, not gone", record(endpoint=None), {"endpoint": "gpu-9"},
      OK, None, None),
+    # The code stage said why the job never ran: its own failure, not an unknown outcome.
+    ("gone, code not on the VM", record(),
+     {"gone_verified_at": "1", "exec_code": '{"ok": false, "reason": "not fetchable"}'},
+     Verification(False, None, (), (), "no exit_code"), None, S.FAILED),
 ]  # fmt: skip
 
 
@@ -65,6 +69,8 @@ def test_settle_outcome(
 ) -> None:
     got = settle_outcome(rec, watch, lambda spec: v, cancel)
     assert (got.state if got else None) is expect
+    if "exec_code" in watch:
+        assert got is not None and "the job's code is not on the VM: not fetchable" in got.reason
 
 
 # --- finding (pure) -------------------------------------------------------------------------

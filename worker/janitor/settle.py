@@ -18,6 +18,7 @@ from worker.colab import rates
 from worker.errors import ColabqError
 from worker.records.ledger import Ledger
 from worker.records.record import JobRecord
+from worker.session.codereport import not_ready
 from worker.spec import JobSpec
 from worker.states import HOLDS_SESSION, JobState
 from worker.store.artifacts import Verification
@@ -50,6 +51,8 @@ def settle_outcome(
     code = _int(watch.get("exec_exit"))
     if cancel is not None:
         return Settlement(JobState.CANCELLED, f"cancelled: {cancel} (owner died)", code)
+    if why := not_ready(watch):  # the code stage said why the job never ran
+        return Settlement(JobState.FAILED, f"owner died; {why}", code)
     if watch.get("results_local"):
         return Settlement(
             JobState.TIMED_OUT if timelimit.hit_time_limit(watch) else JobState.FAILED,
