@@ -57,7 +57,8 @@ def _env(**extra: str) -> dict[str, str]:
         k: v for k, v in os.environ.items() if not k.startswith(_DROPPED) and k not in _JOB_SETTINGS
     }
     env["PYTHONPATH"] = str(ROOT)
-    return {**env, "COLUMNS": "200", **extra}
+    # uv checks the example's lock without the network (`uv lock --check`).
+    return {**env, "COLUMNS": "200", "UV_OFFLINE": "1", **extra}
 
 
 def _copy(tmp_path: Path) -> Path:
@@ -65,6 +66,17 @@ def _copy(tmp_path: Path) -> Path:
     ignored = shutil.ignore_patterns("checkpoints", "results.json", "store", "mlruns", ".venv")
     shutil.copytree(EXAMPLE, repo, ignore=ignored)
     return repo
+
+
+def _commit(top: Path) -> str:
+    """`top` as a git repository with everything in it committed; its HEAD."""
+    git = ("git", "-c", "user.name=t", "-c", "user.email=t@example.invalid", "-C", str(top))
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "example"], check=True)
+    return subprocess.run(
+        [*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+    ).stdout.strip()
 
 
 def _preflight(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -87,11 +99,16 @@ def _job(work: Path, script: Path, **env: str) -> subprocess.CompletedProcess[st
 
 
 def test_the_example_passes_every_check(tmp_path: Path) -> None:
-    result = _preflight(_copy(tmp_path), *PREFLIGHT_ARGS, "--json")
+    repo = _copy(tmp_path / "top")  # a subfolder of a repository, as in colabq's
+    _commit(tmp_path / "top")
+    result = _preflight(repo, *PREFLIGHT_ARGS, "--code", "snapshot", "--json")
     assert result.returncode == 0, result.stdout + result.stderr
     report = json.loads(result.stdout)
     verdicts = {f["check"]: f["verdict"] for f in report["findings"]}
     assert verdicts == dict.fromkeys(CHECK_NAMES, "pass"), report["findings"]
+    found = {f["check"]: f for f in report["findings"]}
+    assert "the job starts in training-repo/ of the repository" in found["code"]["details"]
+    assert found["environment"]["saw"].startswith("uv.lock is current")
     diff = "\n".join(report["findings"][0]["details"])
     assert "[note] effective batch 32 → 64 (x2), lr 0.05 → 0.1" in diff
     assert "follows it (the linear rule)" in diff
@@ -174,13 +191,7 @@ def test_job_sh_as_the_vm_starts_it_runs_the_repository_s_commit(tmp_path: Path)
     assert (repo / "checkpoints" / "epoch-002.json").exists()  # where colabq syncs from
 
     (top / ".colabq-commit").unlink()
-    git = ("git", "-c", "user.name=t", "-c", "user.email=t@example.invalid")
-    subprocess.run([*git, "init", "-q", str(top)], check=True)
-    subprocess.run([*git, "-C", str(top), "add", "-A"], check=True)
-    subprocess.run([*git, "-C", str(top), "commit", "-qm", "example"], check=True)
-    head = subprocess.run(
-        ["git", "-C", str(top), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
-    ).stdout.strip()
+    head = _commit(top)
     checkout = _job(repo, shipped, CONFIG="configs/tiny.yaml")
     assert checkout.returncode == 0, checkout.stdout + checkout.stderr
     assert f"commit {head} (git checkout)" in checkout.stdout
