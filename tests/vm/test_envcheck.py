@@ -119,3 +119,17 @@ def test_torch_cuda_is_named_only_when_torch_is_newer_than_the_driver(
     report = check(project, env, tool, "torch-cuda")
     assert report["driver_cuda"] == driver
     assert [(b["name"], b["repair"]) for b in report["breakages"]] == named
+
+
+def test_a_project_without_torch_has_nothing_to_report(tmp_path: Path) -> None:
+    """No torch at all (the example training repository's case): no CUDA build to compare with
+    the driver, no NCCL pin to check; the check reports, nothing is named."""
+    plain = (
+        '[project]\nname = "plain"\nversion = "0.1.0"\nrequires-python = ">=3.8"\n'
+        "dependencies = []\n\n[tool.uv]\npackage = false\n"
+    )
+    project = build_uv_project(tmp_path / "p", files={"pyproject.toml": plain})
+    env = synced(project, tmp_path)
+    report = check(project, env, smi(tmp_path, "12.4"), "torch-cuda", "nccl")
+    assert report["torch_cuda"] is None and report["python"]
+    assert report["breakages"] == []

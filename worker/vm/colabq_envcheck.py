@@ -82,7 +82,11 @@ def torch_cuda() -> str | None:
 
 def torch_nccl() -> tuple[str, str] | None:
     """(distribution, version) of the NCCL torch's metadata pins, if it pins one."""
-    for req in metadata.requires("torch") or []:
+    try:
+        requires = metadata.requires("torch") or []
+    except metadata.PackageNotFoundError:
+        return None  # no torch in the project: nothing pins an NCCL
+    for req in requires:
         found = re.match(r"\s*(nvidia-nccl-cu\d+)\s*==\s*([\w.]+)", req)
         if found:
             return found.group(1), found.group(2)
