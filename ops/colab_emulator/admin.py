@@ -76,6 +76,9 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("set-balance", help="set the compute-unit balance").add_argument(
         "balance", type=float
     )
+    sub.add_parser(
+        "set-account", help="the account `colab whoami` prints (one emulator home, one account)"
+    ).add_argument("email")
     sub.add_parser("set-latest-version", help="what PyPI reports ('' clears)").add_argument(
         "version"
     )
@@ -196,6 +199,11 @@ def main(argv: list[str] | None = None) -> int:
         _billing(backend, as_json=args.json)
     elif args.cmd == "set-balance":
         backend.set_balance(args.balance)
+    elif args.cmd == "set-account":
+        if "@" not in args.email or args.email != args.email.strip():
+            print(f"colab-emu: {args.email!r} is not an email address", file=sys.stderr)
+            return 2
+        backend.set_account(args.email)
     elif args.cmd == "set-latest-version":
         backend.set_latest_version(args.version)
     elif args.cmd == "kill-all":

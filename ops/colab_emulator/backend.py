@@ -12,6 +12,9 @@ An assignment's `accelerator` is what the server gave, which may differ from wha
 (`requested_accelerator`, kept only when it differs: the `new` fault `serve_gpu`); the bill, the
 listing (`colab sessions`) and the VM's GPU follow what was given.
 
+`account` (server.json) is the Google account the home stands for, what `colab whoami` prints
+(`colab-emu set-account EMAIL`; absent: `DEFAULT_ACCOUNT`). Two accounts are two emulator homes.
+
 `cuda_version` (server.json) is the driver CUDA every GPU VM assigned from now on reports
 (`colab-emu set-cuda X.Y`; absent: nvidia_smi.CUDA_VERSION).
 """
@@ -42,6 +45,8 @@ RATES_PER_HOUR = {
     "V6E1": 5.56,
 }
 START_BALANCE = 100.0
+# The Google account this emulator home stands for (`colab whoami`): one home, one account.
+DEFAULT_ACCOUNT = "emulator@colab.example"
 ENDPOINT_PREFIX = {"DEFAULT": "cpu", "GPU": "gpu", "TPU": "tpu"}
 TOKEN_LIFETIME_S = 3600
 
@@ -190,22 +195,32 @@ class Backend:
             state["balance"] = float(balance)
             write_json(self.state_path, state)
 
+    def account(self) -> str:
+        return self._text("account") or DEFAULT_ACCOUNT
+
+    def set_account(self, email: str) -> None:
+        self._store("account", email)
+
     def latest_version(self) -> str | None:
-        with locked(self.lock_path, shared=True):
-            latest = self._load()["latest_version"]
-        return latest if isinstance(latest, str) and latest else None
+        return self._text("latest_version")
 
     def set_cuda_version(self, version: str) -> None:
         """The driver CUDA of GPU VMs assigned from now on."""
-        with locked(self.lock_path):
-            state = self._load()
-            state["cuda_version"] = version
-            write_json(self.state_path, state)
+        self._store("cuda_version", version)
 
     def set_latest_version(self, version: str | None) -> None:
+        self._store("latest_version", version or None)
+
+    def _text(self, key: str) -> str | None:
+        """A text value of server.json; None when absent or empty."""
+        with locked(self.lock_path, shared=True):
+            value = self._load().get(key)
+        return value if isinstance(value, str) and value else None
+
+    def _store(self, key: str, value: object) -> None:
         with locked(self.lock_path):
             state = self._load()
-            state["latest_version"] = version or None
+            state[key] = value
             write_json(self.state_path, state)
 
 

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import CLI_VERSION
+from .cmd_account import cmd_whoami
 from .cmd_exec import cmd_exec
 from .cmd_files import cmd_download, cmd_ls, cmd_rm, cmd_upload
 from .cmd_session import (
@@ -52,6 +53,7 @@ HANDLERS: dict[str, Handler] = {
     "upload": cmd_upload,
     "usage": cmd_usage,
     "version": cmd_version,
+    "whoami": cmd_whoami,
 }
 NO_UPDATE_CHECK = {
     "update",

@@ -99,13 +99,15 @@ COMMANDS = {
         ),
         Command("usage", "Show compute-unit balance and usage."),
         Command("version", "Show the CLI version."),
+        Command("whoami", "[debug] Print the active credentials' identity, scopes, and expiry."),
         Command("help", "Show help for a command.", (), (("COMMAND", False),)),
     )
 }
 NOT_EMULATED = (
     *("auth", "console", "drivemount", "edit", "install", "log", "pay", "readme", "repl"),
-    *("run", "skill", "ssh", "update", "url", "whoami", "README", "SKILL"),
+    *("run", "skill", "ssh", "update", "url", "README", "SKILL"),
 )
+HIDDEN = ("whoami",)  # hidden from `colab --help`, as in 0.7.4
 AUTH_CHOICES = ("oauth2", "adc")
 HELP = ("-h", "--help")
 
@@ -244,7 +246,7 @@ def print_root_help() -> None:
         "--help                 -h            Show this message and exit.",
     ]
     echo(box("Options", rows))
-    names = sorted(c for c in COMMANDS if c != "help")
+    names = sorted(c for c in COMMANDS if c not in ("help", *HIDDEN))
     width = max(map(len, names))
     echo(box("Commands", [f"{n:<{width}} {COMMANDS[n].help}" for n in names]))
 
