@@ -46,6 +46,7 @@ COMMANDS = {
     "doctor": "producer.commands.doctor",
     "janitor": "producer.commands.janitor",
     "adopt": "producer.commands.adopt",
+    "acl": "producer.commands.acl",
     "demo": "producer.commands.demo",
 }
 

@@ -244,10 +244,12 @@ def job_detail(
     for k, v in rows:
         head.add_row(k, v)
     hist = Table(title="history")
-    for col in ("at", "state", "reason"):
+    for col in ("at", "state", "reason", "by"):
         hist.add_column(col, overflow="fold")
     for h in history:
-        hist.add_row(_when(h.at), _state(h.state), h.reason)
+        what = f"{h.action} requested: {h.reason}" if h.action else h.reason
+        by = f"{h.actor}@{h.host}" if h.actor else "-"
+        hist.add_row(_when(h.at), _state(h.state), what, by)
     parts: list[RenderableType] = [head, hist]
     report = report_of(rec)
     if report:
@@ -337,7 +339,17 @@ def job_json(
         "retried_as": rec.get("retried_as"),
         "waivers": list(rec.spec.waivers),
         "preflight_digest": rec.spec.preflight_digest,
-        "history": [{"state": h.state.value, "at": h.at, "reason": h.reason} for h in history],
+        "history": [
+            {
+                "state": h.state.value,
+                "at": h.at,
+                "reason": h.reason,
+                "actor": h.actor,
+                "host": h.host,
+                "action": h.action or None,
+            }
+            for h in history
+        ],
         "report": report_of(rec),
     }
 

@@ -24,6 +24,7 @@ from pydantic import ValidationError
 from producer.joblist import whoami
 from worker.errors import ColabqError, SpecError, UserInputError
 from worker.fleet.dispatch import send_job
+from worker.people.owners import owned
 from worker.records.ledger import Ledger
 from worker.settings import Settings
 from worker.spec import (
@@ -323,7 +324,9 @@ def enqueue_many(
     allow_same_run: bool = False,
 ) -> list[Enqueued]:
     """`enqueue` for a batch (a sweep): every job recorded in one atomic step (all or none),
-    then the new ones' messages sent over one broker connection."""
+    then the new ones' messages sent over one broker connection. Under Redis ACLs each job
+    goes into the authenticated user's namespace (`worker.people.owners`)."""
+    specs = [owned(spec, ledger.identity) for spec in specs]
     created = ledger.create_many(specs, exclusive=not allow_same_run)
     results: list[Enqueued] = []
     with app.producer_or_acquire() as producer, _SentEvents(app, producer) as events:

@@ -149,7 +149,8 @@ class JobSpec(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     schema_version: Literal[1] = SCHEMA_VERSION
-    job_id: str = Field(pattern=r"^[a-z0-9]{8,40}$")
+    # 16 hex digits, then `.<owner>` under Redis ACLs (`worker.people`).
+    job_id: str = Field(pattern=r"^[a-z0-9]{8,40}(\.[a-z0-9][a-z0-9_-]{0,31})?$")
     idempotency_key: str = Field(min_length=1, max_length=200)
     run_name: str = Field(min_length=1, max_length=96, pattern=RUN_NAME_PATTERN)
     commit: str = Field(default="", max_length=64)

@@ -25,6 +25,7 @@ from worker.errors import ColabqError, JobNotFound, SpecError, StaleOwner
 from worker.fleet.causes import Cause
 from worker.fleet.hooks import FleetHooks, build_fleet_hooks
 from worker.fleet.putback import Attempt, give_back_host
+from worker.people.owners import owner_of
 from worker.records.claim import Claim, claim_and_start
 from worker.records.ledger import Ledger
 from worker.session.job import Claimed
@@ -62,6 +63,12 @@ def execute_job(
         log.error("refused a job spec: %s", exc)
         _fail_refused(payload, ledger, f"refused by the worker: {exc}")
         return {"state": "refused", "reason": str(exc)}
+    job_owner = owner_of(spec.job_id)
+    if job_owner is not None and spec.submitted_by != job_owner:
+        # Only the owner writes its namespace's records: a spec naming someone else as its
+        # submitter was not written by them (per-user settings trust `submitted_by`).
+        log.error("refused job %s: submitted_by is not its owner", spec.job_id)
+        return {"state": "refused", "reason": "the spec's submitter is not the job's owner"}
     fleet = fleet or FleetHooks()
     try:
         # This host's own setup, before the claim: a job is owned only once it succeeded.
@@ -73,9 +80,13 @@ def execute_job(
     got = claim_and_start(
         ledger, spec.job_id, owner, ttl_s=settings.lease_ttl_s, worker=worker_name,
         owner_host=host_id(settings), nonce=claimed.nonce, wall_deadline_at=claimed.deadline_at,
+        payload=payload,
     )  # fmt: skip
     if got.claim is Claim.MISSING:
         return {"state": "refused", "reason": "no ledger record for this job"}
+    if got.claim is Claim.FORGED:
+        log.error("refused a message for job %s: its spec is not the job's", spec.job_id)
+        return {"state": "refused", "reason": "the message's spec is not the job's record"}
     if got.state in TERMINAL:
         return {"state": got.detail, "reason": "already terminal"}
     if got.claim is Claim.WAITING:

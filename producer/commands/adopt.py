@@ -22,12 +22,15 @@ def adopt(job: JobArg, as_json: JsonOpt = False) -> None:
     """
     import socket
 
+    from worker.people.guard import check_operator
     from worker.session.owner import adopt_job
 
     settings = load_settings()
     settings.ensure_state_dir()
     ledger = _connect(settings)
     job_id = ledger.find_by_prefix(job)
+    # Adopting writes the job's lock, lease and session: a service's or operator's rights.
+    check_operator(ledger, f"Adopting job {job_id}")
     outcome = adopt_job(job_id, settings, ledger, worker_name=f"adopter@{socket.gethostname()}")
     if outcome is None:
         rec = ledger.get(job_id)

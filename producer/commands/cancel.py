@@ -1,5 +1,6 @@
 """`colabq cancel`: one job, several, or every job a filter selects (`--run GLOB`, `--state`,
-`--mine`, the same filters as `colabq status`).
+`--mine`, the same filters as `colabq status`). Under Redis ACLs a user who is not an operator
+cancels only their own jobs (`worker.people.guard`).
 
 Owns choosing the jobs and saying what happened to each. Cancelling one is the ledger's: a job
 no live runner holds and that holds no session ends CANCELLED at once; otherwise a flag asks its
@@ -56,6 +57,7 @@ def cancel(
     `--state queued --mine` (filters combine; ids and filters add up).
     """
     from worker.errors import UserInputError
+    from worker.people.guard import check_may_change, mine_unless_operator
 
     if not jobs and run is None and not state and not mine:
         raise UserInputError(
@@ -63,8 +65,12 @@ def cancel(
         )
     ledger = _connect(load_settings())
     chosen = [ledger.find_by_prefix(j) for j in jobs or ()]
+    # Under ACLs a user cancels only their own jobs (Redis refuses the rest): a job named by
+    # its id is refused in one line; a filter selects only one's own.
+    check_may_change(ledger, chosen, "cancel")
     if run is not None or state or mine:
-        chosen += [j for j in select(ledger, run, state or (), mine) if j not in chosen]
+        found = mine_unless_operator(ledger, select(ledger, run, state or (), mine))
+        chosen += [j for j in found if j not in chosen]
     results = [cancel_one(ledger, job_id, reason) for job_id in dict.fromkeys(chosen)]
     if as_json:
         print(json.dumps({"jobs": [r for r, _ in results], "count": len(results)}))
@@ -77,10 +83,10 @@ def cancel(
 
 def select(ledger: Ledger, run: str | None, states: Sequence[str], mine: bool) -> list[str]:
     """The ids of the jobs the filters select, newest first (live ones unless `states` says)."""
-    from producer.joblist import GROUPS, Filters, find_matching, parse_states, whoami
+    from producer.joblist import GROUPS, Filters, find_matching, parse_states
 
     chosen_states = parse_states(states) or GROUPS["live"]
-    filters = Filters(chosen_states, run, None, whoami() if mine else None)
+    filters = Filters(chosen_states, run, None, ledger.identity.submitter if mine else None)
     ids = [i.decode() for i in ledger.r.zrevrange(ledger.keys.jobs(), 0, -1)]
     if filters.live_only:
         live = {i.decode() for i in ledger.r.smembers(ledger.keys.active())}

@@ -76,6 +76,10 @@ def clean(
     settings = load_settings()
     ledger = _connect(settings)
     facts = RunFacts(run, base, run_dirs, looked_at, find_run_jobs(ledger, run))
+    # Cleaning cancels the run's jobs and deletes their results: under ACLs, one's own only.
+    from worker.people.guard import check_may_change
+
+    check_may_change(ledger, [job.job_id for job in facts.jobs], "clean")
     console = Console(highlight=False)
     lines: list[str] = []
 

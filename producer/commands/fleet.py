@@ -1,6 +1,7 @@
 """The fleet's commands: `colabq workers` (each live worker's state: idle, busy or drained,
 with the reason, since when and its host failures in a row), `colabq drain WORKER` (it takes no
-more jobs; the one it holds goes on) and `colabq undrain WORKER`."""
+more jobs; the one it holds goes on) and `colabq undrain WORKER`. Under Redis ACLs only an
+operator (or a service) drains and undrains (`worker.people.guard`)."""
 
 from __future__ import annotations
 
@@ -59,13 +60,15 @@ def drain(
     as_json: JsonOpt = False,
 ) -> None:
     """Stop a worker taking jobs (the job it holds goes on) until `colabq undrain`."""
-    from producer.joblist import whoami
     from worker.fleet import health
     from worker.fleet.dispatch import stop_consuming
+    from worker.people.guard import check_operator
 
     settings, ledger, cards, _ = _cards(worker)
     [card] = [c for c in cards if c.name == worker]
-    health.drain_by_hand(ledger.r, ledger.keys, worker, reason, time.time(), whoami())
+    check_operator(ledger, f"Draining worker {worker}")
+    by = ledger.identity.submitter
+    health.drain_by_hand(ledger.r, ledger.keys, worker, reason, time.time(), by)
     stop_consuming(build_app(settings), worker, card.queues)
     if as_json:
         print(json.dumps({"worker": worker, "state": "drained", "reason": reason}))
@@ -77,9 +80,11 @@ def undrain(worker: WorkerArg, as_json: JsonOpt = False) -> None:
     """Let a drained worker take jobs again."""
     from worker.fleet import health
     from worker.fleet.dispatch import resume_consuming
+    from worker.people.guard import check_operator
 
     settings, ledger, cards, _ = _cards(worker)
     [card] = [c for c in cards if c.name == worker]
+    check_operator(ledger, f"Undraining worker {worker}")
     lifted = health.undrain(ledger.r, ledger.keys, worker)
     resume_consuming(build_app(settings), worker, card.queues)
     if as_json:

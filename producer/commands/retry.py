@@ -30,12 +30,15 @@ def retry(job: JobArg, as_json: JsonOpt = False) -> None:
     from producer.joblist import whoami
     from producer.submit import enqueue
     from worker.errors import UserInputError
+    from worker.people.guard import check_may_change
     from worker.records.create import RESUBMITTABLE
     from worker.states import JobState
 
     settings = load_settings()
     ledger = _connect(settings)
     old_id = ledger.find_by_prefix(job)
+    # The new job links back to the old one (`retried_as` on its record): its owner's key.
+    check_may_change(ledger, [old_id], "retry")
     old = ledger.get(old_id)
     if old.state is JobState.SUCCEEDED:
         raise UserInputError(

@@ -141,7 +141,7 @@ def put_back(
     """Give the job back (see the module's docstring); returns every put-back so far. Raises
     StaleOwner if `owner` is not the job's owner or the job moved on, JobNotFound if gone."""
     k = ledger.keys
-    entry = json.dumps({"state": "queued", "at": attempt.at, "reason": reason})
+    entry = ledger.entry(JobState.QUEUED, attempt.at, reason)
     keys = [k.job(job_id), k.history(job_id), k.lock(job_id), k.leases(), k.deferred()]
     args = [
         owner, job_id, repr(attempt.at), entry, json.dumps(attempt.to_json()), reason[:1000],

@@ -10,18 +10,22 @@ owned only once it succeeded (`worker.tasks`).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from enum import StrEnum
 
+from worker.people.owners import owner_of
 from worker.records.ledger import Ledger
 from worker.states import JobState
 
 # KEYS: job hash, lock, leases, watch hash, history, the worker's health. ARGV: owner, lease ms,
-# lease expiry, job id, now, worker, owner host, nonce, wall deadline, reason, history entry.
+# lease expiry, job id, now, worker, owner host, nonce, wall deadline, reason, history entry,
+# the message's spec ('' for a job without an owner: not compared).
 _CLAIM = """
 local st = redis.call('HGET', KEYS[1], 'state')
 if not st then return {'missing', ''} end
+if ARGV[12] ~= '' and redis.call('HGET', KEYS[1], 'spec') ~= ARGV[12] then
+  return {'forged', ''}
+end
 if st ~= 'queued' then return {'not_queued', st} end
 local retry = redis.call('HGET', KEYS[1], 'retry_at')
 if retry and tonumber(retry) > tonumber(ARGV[5]) then return {'waiting', retry} end
@@ -49,6 +53,9 @@ class Claim(StrEnum):
     WAITING = "waiting"  # for a GPU: `detail` is its next try
     DRAINED = "drained"  # this worker takes no job
     OWNED = "owned"  # another runner owns it or holds its lock
+    # An owned job's message whose spec is not its record's: sent by someone else than its
+    # owner (a user may push to the GPU queues; only the owner may write the record).
+    FORGED = "forged"
 
 
 @dataclass(frozen=True)
@@ -71,15 +78,19 @@ def claim_and_start(
     owner_host: str,
     nonce: str,
     wall_deadline_at: float,
+    payload: str = "",
 ) -> ClaimResult:
-    """Claim `job_id` for `owner` and move it to ALLOCATING (see the module's docstring)."""
+    """Claim `job_id` for `owner` and move it to ALLOCATING (see the module's docstring). For
+    a job with an owner (`worker.people`), `payload` (the message's spec) must be the
+    record's, byte for byte."""
     k, now = ledger.keys, ledger.clock.time()
     reason = f"claimed by {worker}"
-    entry = json.dumps({"state": JobState.ALLOCATING.value, "at": now, "reason": reason})
+    entry = ledger.entry(JobState.ALLOCATING, now, reason)
     keys = [k.job(job_id), k.lock(job_id), k.leases(), k.watch(job_id), k.history(job_id),
             k.worker_health(worker)]  # fmt: skip
     args = [owner, int(ttl_s * 1000), now + ttl_s, job_id, repr(now), worker, owner_host, nonce,
-            repr(wall_deadline_at), reason, entry]  # fmt: skip
+            repr(wall_deadline_at), reason, entry,
+            payload if owner_of(job_id) else ""]  # fmt: skip
     raw = ledger.r.eval(_CLAIM, len(keys), *keys, *args)
     what, detail = (x.decode() if isinstance(x, bytes) else str(x) for x in raw)
     return ClaimResult(Claim(what), detail)

@@ -11,11 +11,11 @@ new job is recorded, the key then names it, and the two are linked (`retry_of` o
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
 from worker.errors import RunNameInUse
+from worker.people.owners import owner_of
 from worker.records.keys import Keys
 from worker.spec import JobSpec, destination, encode_spec
 from worker.states import TERMINAL, JobState
@@ -77,24 +77,28 @@ return out
 """
 
 
-def _entry(now: float) -> str:
-    return json.dumps({"state": JobState.QUEUED.value, "at": now, "reason": "submitted"})
-
-
 def create_jobs(
-    script: Any, keys: Keys, now: float, specs: Sequence[JobSpec], *, exclusive: bool
+    script: Any,
+    keys: Keys,
+    now: float,
+    entry: str,
+    specs: Sequence[JobSpec],
+    *,
+    exclusive: bool,
 ) -> list[tuple[str, bool]]:
-    """Run `CREATE_SCRIPT` (registered by the ledger) for `specs`: (job id, created) each."""
+    """Run `CREATE_SCRIPT` (registered by the ledger) for `specs`, each with the QUEUED history
+    entry `entry`: (job id, created) each."""
     if not specs:
         return []
     k = keys
     argv: list[str] = [k.job(""), "1" if exclusive else "0", repr(now)]
     argv.append(",".join(s.value for s in TERMINAL))
-    argv.append(_entry(now))
+    argv.append(entry)
     argv.append(",".join(s.value for s in RESUBMITTABLE))
     for spec in specs:
         argv += [
-            spec.job_id, k.idempotency(spec.idempotency_key), destination(spec),
+            spec.job_id, k.idempotency(spec.idempotency_key, owner_of(spec.job_id)),
+            destination(spec),
             encode_spec(spec), spec.run_name, spec.gpu.value, spec.submitted_by,
             k.job(spec.job_id), k.history(spec.job_id),
         ]  # fmt: skip

@@ -17,7 +17,8 @@ class Keys:
         return f"{self.prefix}:job:{job_id}"
 
     def history(self, job_id: str) -> str:
-        """List of JSON entries {state, at, reason}: every transition, oldest first."""
+        """List of JSON entries {state, at, reason, actor, host[, action]}: every transition
+        (and every action on the job, such as a cancel request), oldest first."""
         return f"{self.prefix}:job:{job_id}:history"
 
     def log(self, job_id: str) -> str:
@@ -40,8 +41,11 @@ class Keys:
         """Sorted set of job ids by submission time."""
         return f"{self.prefix}:jobs"
 
-    def idempotency(self, key: str) -> str:
-        """String: the job id first submitted under this idempotency key (invariant 8)."""
+    def idempotency(self, key: str, owner: str | None = None) -> str:
+        """String: the job id first submitted under this idempotency key (invariant 8); an
+        owned job's (`worker.people`) in its owner's namespace, which only they may write."""
+        if owner:
+            return f"{self.prefix}:u:{owner}:idem:{key}"
         return f"{self.prefix}:idem:{key}"
 
     def leases(self) -> str:

@@ -20,6 +20,8 @@ import redis
 
 from worker.clock import Clock
 from worker.errors import AmbiguousJob, IllegalTransition, JobNotFound, StaleOwner
+from worker.people.identity import Identity, identify
+from worker.people.owners import owner_of
 from worker.records import ownership
 from worker.records.create import CREATE_SCRIPT, create_jobs
 from worker.records.forward import Feed
@@ -32,6 +34,7 @@ from worker.records.record import (
     JobRecord,
     LogLine,
     check_fields,
+    decode_history_entry,
     decode_record,
     history_entry,
 )
@@ -103,6 +106,19 @@ class Ledger:
         # The observers' part (the attach client's and the watchdog's writes), shared with them.
         self.feed = Feed(client, keys, log_maxlen=log_maxlen, retention_s=retention_s)
         self._start_segment = client.register_script(_START_SEGMENT)
+        self._identity: Identity | None = None
+
+    @property
+    def identity(self) -> Identity:
+        """Who this process is on Redis (`ACL WHOAMI`, asked once): history entries name it."""
+        if self._identity is None:
+            self._identity = identify(self.r)
+        return self._identity
+
+    def entry(self, state: JobState, at: float, reason: str, action: str = "") -> str:
+        """A history entry (JSON) naming this process's actor and host."""
+        me = self.identity
+        return history_entry(state, at, reason, me.actor, me.host, action)
 
     # --- creation and reading ---------------------------------------------------------------
 
@@ -119,7 +135,9 @@ class Ledger:
         """`create` for a batch (a sweep), in one atomic script and one round trip: either
         every new job is recorded or, when one of them is refused (RunNameInUse), none is. The
         duplicate guard holds against live and succeeded jobs only (`worker.records.create`)."""
-        return create_jobs(self._create, self.keys, self.clock.time(), specs, exclusive=exclusive)
+        now = self.clock.time()
+        entry = self.entry(JobState.QUEUED, now, "submitted")
+        return create_jobs(self._create, self.keys, now, entry, specs, exclusive=exclusive)
 
     def get(self, job_id: str) -> JobRecord:
         raw = self.r.hgetall(self.keys.job(job_id))
@@ -138,11 +156,9 @@ class Ledger:
         return bool(self.r.exists(self.keys.job(job_id)))
 
     def history(self, job_id: str) -> list[HistoryEntry]:
-        out = []
-        for raw in self.r.lrange(self.keys.history(job_id), 0, -1):
-            d = json.loads(raw)
-            out.append(HistoryEntry(JobState(d["state"]), float(d["at"]), d["reason"]))
-        return out
+        return [
+            decode_history_entry(raw) for raw in self.r.lrange(self.keys.history(job_id), 0, -1)
+        ]
 
     def list_jobs(self, limit: int = 50) -> list[JobRecord]:
         ids = [i.decode() for i in self.r.zrevrange(self.keys.jobs(), 0, limit - 1)]
@@ -245,7 +261,7 @@ class Ledger:
                 key,
                 mapping={"state": dst.value, "reason": reason, "updated_at": repr(now), **extra},
             )
-            pipe.rpush(self.keys.history(job_id), history_entry(dst, now, reason))
+            pipe.rpush(self.keys.history(job_id), self.entry(dst, now, reason))
             if "endpoint" in extra:
                 pipe.hset(self.keys.endpoints(), extra["endpoint"], job_id)
             self._hold(pipe, key, raw.get(b"held_since"), src, dst, "endpoint" in extra, now)
@@ -259,7 +275,7 @@ class Ledger:
                 spec_d = json.loads(raw[b"spec"])
                 idem = spec_d.get("idempotency_key")
                 if idem:
-                    pipe.expire(self.keys.idempotency(idem), ttl)
+                    pipe.expire(self.keys.idempotency(idem, owner_of(job_id)), ttl)
                 # Its destination is free again, unless a later job (allowed to share it)
                 # holds it now: compare and delete, atomically.
                 pipe.eval(_RELEASE_DESTINATION, 1, self.keys.live_destinations(),
@@ -343,8 +359,13 @@ class Ledger:
     # --- cancel flag ------------------------------------------------------------------------
 
     def request_cancel(self, job_id: str, reason: str) -> None:
-        self.get(job_id)
-        self.r.set(self.keys.cancel(job_id), reason or "cancelled")
+        """Set the job's cancel flag, and say in its history who asked, from where."""
+        state = self.state_of(job_id)
+        entry = self.entry(state, self.clock.time(), reason or "cancelled", action="cancel")
+        pipe = self.r.pipeline(transaction=True)
+        pipe.set(self.keys.cancel(job_id), reason or "cancelled")
+        pipe.rpush(self.keys.history(job_id), entry)
+        pipe.execute()
 
     def cancel(self, job_id: str, reason: str) -> bool:
         """Set the cancel flag; a job no live runner holds (its lock absent) and that holds no

@@ -14,7 +14,8 @@ from __future__ import annotations
 import enum
 from typing import TYPE_CHECKING, Any
 
-from worker.records.record import MAY_HOLD, check_fields, history_entry
+from worker.people.owners import owner_of
+from worker.records.record import MAY_HOLD, check_fields
 from worker.records.txn import watched
 from worker.spec import JobSpec, destination, encode_spec
 from worker.states import TERMINAL, JobState
@@ -150,12 +151,12 @@ def restore(
                      "reason": reason, "created_at": repr(created),
                      "updated_at": repr(now), **fields},
         )  # fmt: skip
-        pipe.rpush(k.history(spec.job_id), history_entry(state, now, reason))
+        pipe.rpush(k.history(spec.job_id), ledger.entry(state, now, reason))
         pipe.zadd(k.jobs(), {spec.job_id: created})
         if state not in TERMINAL:
             pipe.sadd(k.active(), spec.job_id)
             pipe.hset(k.live_destinations(), destination(spec), spec.job_id)
-        pipe.set(k.idempotency(spec.idempotency_key), spec.job_id)
+        pipe.set(k.idempotency(spec.idempotency_key, owner_of(spec.job_id)), spec.job_id)
         pipe.set(k.lock(spec.job_id), owner, px=_ms(ttl_s))
         pipe.zadd(k.leases(), {spec.job_id: now + ttl_s})
         if fields.get("endpoint"):

@@ -61,9 +61,16 @@ MAY_HOLD = frozenset({JobState.ALLOCATING, *HOLDS_SESSION})
 
 @dataclass(frozen=True)
 class HistoryEntry:
+    """A transition to `state`, or (with `action`) something done to a job in `state`; `actor`
+    (the Redis ACL user, or the OS user without ACLs) did it on `host` ('' in entries written
+    before they were recorded)."""
+
     state: JobState
     at: float
     reason: str
+    actor: str = ""
+    host: str = ""
+    action: str = ""
 
 
 @dataclass(frozen=True)
@@ -88,8 +95,22 @@ class LogLine:
     stream: str
 
 
-def history_entry(state: JobState, at: float, reason: str) -> str:
-    return json.dumps({"state": state.value, "at": at, "reason": reason})
+def history_entry(
+    state: JobState, at: float, reason: str, actor: str, host: str, action: str = ""
+) -> str:
+    entry: dict[str, object] = {"state": state.value, "at": at, "reason": reason,
+                                "actor": actor, "host": host}  # fmt: skip
+    if action:
+        entry["action"] = action
+    return json.dumps(entry)
+
+
+def decode_history_entry(raw: bytes | str) -> HistoryEntry:
+    d = json.loads(raw)
+    return HistoryEntry(
+        JobState(d["state"]), float(d["at"]), d["reason"],
+        d.get("actor", ""), d.get("host", ""), d.get("action", ""),
+    )  # fmt: skip
 
 
 def check_fields(values: Mapping[str, str]) -> None:

@@ -1,0 +1,118 @@
+"""People under Redis ACLs (issue 20), on the real Redis with ACL users made for the test (unique
+names, deleted afterwards) on the test's key and queue prefixes: alice submits through the CLI
+as herself; bob's `colabq cancel` of her job is refused in one line (exit 2), and the same write
+through his own bare redis-py connection is refused by Redis (NOPERM); an operator's cancel
+ends it; the history names who did what, from which host. Without ACLs nothing changes (the
+rest of the suite runs as the `default` user)."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+from typer.testing import CliRunner
+
+from producer.cli import app
+from worker.people.acl import Role, rules_for
+from worker.people.owners import owner_of
+from worker.records.ledger import Ledger
+from worker.states import JobState
+
+runner = CliRunner()
+PASSWORD = "pw-" + secrets.token_hex(8)
+
+
+@pytest.fixture
+def people(redis_client: redis.Redis, redis_url: str, key_prefix: str) -> Iterator[dict[str, str]]:
+    """name -> Redis URL, for alice and bob (users) and an operator, each with a unique name."""
+    tag = secrets.token_hex(3)
+    queue_prefix = f"{key_prefix}:q."
+    roles = {"alice": Role.USER, "bob": Role.USER, "ops": Role.OPERATOR}
+    names = {who: f"{who}-{tag}" for who in roles}
+    where = redis_url.split("://", 1)[1].rsplit("@", 1)[-1]  # host:port/db, without a login
+    for who, role in roles.items():
+        rules = rules_for(names[who], role, key_prefix, queue_prefix)
+        redis_client.execute_command("ACL", "SETUSER", names[who], "on", f">{PASSWORD}", *rules)
+    try:
+        yield {who: f"redis://{names[who]}:{PASSWORD}@{where}" for who in roles} | names_of(names)
+    finally:
+        for name in names.values():
+            redis_client.execute_command("ACL", "DELUSER", name)
+        for key in redis_client.scan_iter(f"_kombu.binding*.{queue_prefix}*"):
+            redis_client.delete(key)
+
+
+def names_of(names: dict[str, str]) -> dict[str, str]:
+    return {f"{who}_name": name for who, name in names.items()}
+
+
+def as_user(env: dict[str, str | None], url: str, key_prefix: str) -> dict[str, str | None]:
+    return {**env, "COLABQ_REDIS_URL": url, "COLABQ_QUEUE_PREFIX": f"{key_prefix}:q."}
+
+
+def test_only_the_owner_or_an_operator_cancels_a_job_and_redis_refuses_the_rest(
+    people: dict[str, str], env: dict[str, str | None], key_prefix: str, ledger: Ledger,
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    script = tmp_path / "train.sh"
+    script.write_text("echo hi\n")
+    (tmp_path / "store").mkdir()
+    alice = as_user(env, people["alice"], key_prefix)
+    store = str(tmp_path / "store")
+    submitted = runner.invoke(
+        app,
+        ["submit", str(script), "--name", "mnist-mlp-acl-alice", "--local-store", store,
+         "--commit", "abc1234", "--json",
+         "--waive", "config-diff", "--waive", "paths", "--waive", "monitoring"],
+        env={**alice, "LOGNAME": people["bob_name"], "USER": people["bob_name"]},
+    )  # fmt: skip
+    assert submitted.exit_code == 0, submitted.output
+    job_id = json.loads(submitted.stdout)["jobs"][0]["job_id"]
+    # Redis said who she is; the environment's name counts for nothing.
+    assert owner_of(job_id) == people["alice_name"]
+    assert ledger.get(job_id).spec.submitted_by == people["alice_name"]
+    assert ledger.r.llen(f"{key_prefix}:q.gpu.t4") == 1  # her message went to the GPU queue
+
+    bob = as_user(env, people["bob"], key_prefix)
+    refused = runner.invoke(app, ["cancel", job_id[:8]], env=bob)
+    assert refused.exit_code == 2, refused.output
+    assert len(refused.output.strip().splitlines()) == 1, refused.output
+    assert "belongs to" in refused.output and people["alice_name"] in refused.output
+    assert ledger.get(job_id).state is JobState.QUEUED
+
+    bare = redis.Redis.from_url(people["bob"])
+    for write in (
+        lambda: bare.set(ledger.keys.cancel(job_id), "mallory was here"),
+        lambda: bare.hset(ledger.keys.job(job_id), "state", "cancelled"),
+        lambda: bare.rpush(ledger.keys.history(job_id), "{}"),
+        lambda: bare.delete(ledger.keys.log(job_id)),
+    ):
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            write()
+    assert bare.hget(ledger.keys.job(job_id), "state") == b"queued"  # he may read it all
+    assert ledger.cancel_requested(job_id) is None
+
+    done = runner.invoke(
+        app, ["cancel", job_id, "--json"], env=as_user(env, people["ops"], key_prefix)
+    )
+    assert done.exit_code == 0, done.output
+    assert json.loads(done.stdout)["jobs"][0]["result"] == "cancelled"
+    assert ledger.get(job_id).state is JobState.CANCELLED
+
+    history = ledger.history(job_id)
+    host = socket.gethostname()
+    assert [(h.state, h.action, h.actor, h.host) for h in history] == [
+        (JobState.QUEUED, "", people["alice_name"], host),
+        (JobState.QUEUED, "cancel", people["ops_name"], host),
+        (JobState.CANCELLED, "", people["ops_name"], host),
+    ]
+    shown = runner.invoke(app, ["status", job_id, "--json"], env=bob)
+    assert [(h["state"], h["actor"]) for h in json.loads(shown.stdout)["history"]] == [
+        ("queued", people["alice_name"]), ("queued", people["ops_name"]),
+        ("cancelled", people["ops_name"]),
+    ]  # fmt: skip
