@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import redis
 
 from worker.errors import redacted_url
+from worker.records.redisconn import client as redis_client
 
 
 @dataclass
@@ -34,9 +35,11 @@ class Broker:
                 thing.shutdown()
 
 
-def answers(url: str, timeout_s: float = 1.0) -> bool:
+def answers(url: str, timeout_s: float = 1.0, master_name: str | None = None) -> bool:
+    """Whether the Redis of `url` (with Sentinel: the master of `master_name`) answers."""
     try:
-        return bool(redis.Redis.from_url(url, socket_connect_timeout=timeout_s).ping())
+        client = redis_client(url, master_name, socket_connect_timeout=timeout_s)
+        return bool(client.ping())
     except redis.RedisError:
         return False
 
@@ -56,8 +59,8 @@ def _wait_until_answers(url: str, timeout_s: float) -> bool:
     return False
 
 
-def ensure_broker(url: str) -> Broker:
-    if answers(url):
+def ensure_broker(url: str, master_name: str | None = None) -> Broker:
+    if answers(url, master_name=master_name):
         return Broker(url, f"using the Redis that answers at {redacted_url(url)}")
     port = free_port()
     embedded = f"redis://127.0.0.1:{port}/0"

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from worker.errors import ConfigError
-from worker.utils import key_name_problem, redis_url_problem
+from worker.utils import key_name_problem, redis_master_name_problem, redis_url_problem
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -41,7 +41,9 @@ ENV_PREFIX = "COLABQ_"
 ENV_FILE = ".env"
 # The settings a command that only reads the ledger needs, with worker/settings.py's defaults
 # (a test keeps them equal).
-LEDGER_DEFAULTS = {"redis_url": "redis://127.0.0.1:6379/0", "key_prefix": "colabq"}
+LEDGER_DEFAULTS: dict[str, str | None] = {
+    "redis_url": "redis://127.0.0.1:6379/0", "redis_master_name": None, "key_prefix": "colabq",
+}  # fmt: skip
 
 
 class _LazyConsole:
@@ -127,6 +129,7 @@ class LedgerAddress:
 
     redis_url: str
     key_prefix: str
+    redis_master_name: str | None = None  # with a sentinel:// redis_url
 
 
 def ledger_address() -> LedgerAddress:
@@ -137,15 +140,20 @@ def ledger_address() -> LedgerAddress:
     found = _ledger_settings_alone()
     if found is None:
         settings = load_settings()
-        return LedgerAddress(settings.redis_url, settings.key_prefix)
-    url = found.get("redis_url", LEDGER_DEFAULTS["redis_url"])
-    prefix = found.get("key_prefix", LEDGER_DEFAULTS["key_prefix"])
+        return LedgerAddress(settings.redis_url, settings.key_prefix, settings.redis_master_name)
+    url = found.get("redis_url", str(LEDGER_DEFAULTS["redis_url"]))
+    master = found.get("redis_master_name", "").strip() or None  # empty is unset
+    prefix = found.get("key_prefix", str(LEDGER_DEFAULTS["key_prefix"]))
     # In the settings' field order: the first invalid field is the one reported.
-    for name, problem in (("redis_url", redis_url_problem(url)),
-                          ("key_prefix", key_name_problem(prefix, empty_ok=False))):  # fmt: skip
+    url_problem = redis_url_problem(url)
+    for name, problem in (
+        ("redis_url", url_problem),
+        ("redis_master_name", None if url_problem else redis_master_name_problem(url, master)),
+        ("key_prefix", key_name_problem(prefix, empty_ok=False)),
+    ):
         if problem:
             raise ConfigError.invalid(f"{ENV_PREFIX}{name.upper()}", problem)
-    return LedgerAddress(url, prefix)
+    return LedgerAddress(url, prefix, master)
 
 
 def _ledger_settings_alone() -> dict[str, str] | None:

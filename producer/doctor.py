@@ -2,7 +2,8 @@
 PASS, WARN or FAIL, what was found and what to do.
 
 Owns the checks and their table: the `colab` CLI (found, exactly the version the worker drives),
-its login (`colab usage` answers: the balance), Redis (ping, URL redacted), the Hub token file
+its login (`colab usage` answers: the balance), Redis (ping, URL redacted; with Sentinel, how
+many sentinels answer for the master, where, and whether they reach a quorum), the Hub token file
 (Settings.hf_token_file: a non-empty 0600 file; its content is never printed) and the Hub with
 that token (whoami at Settings.hf_endpoint), and a live worker per GPU type. The checks are the
 worker's own where it has one (`worker.session.checks`, the driver, `worker.records.fleet`).
@@ -147,36 +148,77 @@ def redis_rows(settings: Settings, timeout_s: float) -> list[Row]:
     from redis.retry import Retry
 
     from worker.errors import redacted_url
+    from worker.records.redisconn import client as redis_client
+    from worker.records.redisconn import is_sentinel
 
     where = redacted_url(settings.redis_url)
-    client = redis.Redis.from_url(
-        settings.redis_url, socket_connect_timeout=timeout_s, socket_timeout=timeout_s,
-        retry=Retry(NoBackoff(), 0),
+    sentinels: list[Row] = []
+    if is_sentinel(settings.redis_url):
+        sentinels = [sentinel_row(settings, timeout_s)]
+        where = f"the master {settings.redis_master_name!r} of {where}"
+    client = redis_client(
+        settings.redis_url, settings.redis_master_name, socket_connect_timeout=timeout_s,
+        socket_timeout=timeout_s, retry=Retry(NoBackoff(), 0),
     )  # fmt: skip
     try:
         client.ping()
         version = client.info("server").get("redis_version", "?")
     except redis.AuthenticationError as exc:
         detail = f"{where} refused the password ({type(exc).__name__})"
-        return [Row("redis", Status.FAIL, detail, "fix the password in COLABQ_REDIS_URL"),
-                _workers_unchecked()]  # fmt: skip
+        return [*sentinels, Row("redis", Status.FAIL, detail,
+                "fix the password in COLABQ_REDIS_URL"), _workers_unchecked()]  # fmt: skip
     except redis.RedisError as exc:
         detail = f"cannot reach {where} ({type(exc).__name__}: {_password_free(exc, settings)})"
         todo = "start Redis (redis-server), or set COLABQ_REDIS_URL to the one that runs"
-        return [Row("redis", Status.FAIL, detail, todo), _workers_unchecked()]
+        return [*sentinels, Row("redis", Status.FAIL, detail, todo), _workers_unchecked()]
     reachable = Row("redis", Status.PASS, f"{where} answers (Redis {version})")
-    return [reachable, *worker_rows(client, settings)]
+    return [*sentinels, reachable, *worker_rows(client, settings)]
+
+
+def sentinel_row(settings: Settings, timeout_s: float) -> Row:
+    """How many sentinels answer for the master, where they say it is, and whether they could
+    agree on a failover (SENTINEL CKQUORUM)."""
+    from worker.records.redisconn import ask_sentinels
+
+    name = str(settings.redis_master_name)
+    seen = ask_sentinels(settings.redis_url, name, timeout_s)
+    check, count = "redis sentinels", f"{seen.answered} of {seen.asked} sentinel(s)"
+    missing = "; ".join(seen.problems)
+    if not seen.answered:
+        todo = (
+            "start the sentinels of COLABQ_REDIS_URL, or set COLABQ_REDIS_MASTER_NAME to the "
+            "NAME of their `sentinel monitor NAME ...`"
+        )
+        return Row(check, Status.FAIL, f"no sentinel knows the master {name!r}: {missing}", todo)
+    detail = (
+        f"{count} answer for {name!r}: the master is {' or '.join(seen.masters)}, with "
+        f"{seen.replicas} replica(s) up; {seen.quorum}"
+    )
+    if missing:
+        return Row(check, Status.WARN, f"{detail}; no answer: {missing}",
+                   "start the sentinels that do not answer, or drop them from the URL")  # fmt: skip
+    if len(seen.masters) > 1:
+        return Row(check, Status.WARN, f"{detail} (a failover is under way?)", "run doctor again")
+    if not seen.quorum.startswith("OK"):
+        todo = "run at least three sentinels, a majority of them reachable"
+        return Row(check, Status.WARN, detail, todo)
+    if not seen.replicas:
+        todo = "start a replica (redis-server --replicaof MASTER PORT): a failover needs one"
+        return Row(check, Status.WARN, detail, todo)
+    return Row(check, Status.PASS, detail)
 
 
 def _password_free(exc: BaseException, settings: Settings) -> str:
     from urllib.parse import urlsplit
 
     text = " ".join(str(exc).split())[:200]
-    try:
-        password = urlsplit(settings.redis_url).password
-    except ValueError:
-        return text
-    return text.replace(password, "***") if password else text
+    for part in settings.redis_url.split(";"):  # each sentinel:// part may hold it
+        try:
+            password = urlsplit(part).password
+        except ValueError:
+            continue
+        text = text.replace(password, "***") if password else text
+    return text
 
 
 def _workers_unchecked() -> Row:

@@ -21,6 +21,7 @@ from typing import Any
 from celery import Celery
 
 from worker.flowerlogin import connect_guard
+from worker.records.redisconn import broker_transport_options, broker_url
 from worker.settings import Settings, load_settings
 from worker.tasknames import ADOPT, JANITOR, RUN_JOB, job_argsrepr
 
@@ -31,7 +32,9 @@ WORKER_MODULES = ("worker.tasks", "worker.lifecycle")
 
 def celery_config(settings: Settings) -> dict[str, Any]:
     return {
-        "broker_url": settings.redis_url,
+        # The ledger's Redis (`worker.records.redisconn`): with Sentinel, kombu's sentinel
+        # transport, told the master's name; its events and worker_direct queues go there too.
+        "broker_url": broker_url(settings.redis_url),
         # The ledger is the record of every job; Celery results would be a second, weaker copy.
         "task_ignore_result": True,
         "result_backend": None,
@@ -40,7 +43,10 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "task_acks_late": False,
         "task_reject_on_worker_lost": False,
         # Even with early acks, keep any unacked message from coming back during a long job.
-        "broker_transport_options": {"visibility_timeout": 7 * 24 * 3600},
+        "broker_transport_options": {
+            "visibility_timeout": 7 * 24 * 3600,
+            **broker_transport_options(settings.redis_master_name, settings.redis_url),
+        },
         # One slot is one Colab session: never reserve a second job while one runs. With early
         # acks, prefetch 1 still lets a busy worker take the next message (the running one is
         # acked), while an idle worker waits; Celery >= 5.6 on Redis stops consuming while every

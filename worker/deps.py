@@ -1,7 +1,7 @@
 """Wiring: builds each side effect once per process from the settings, and passes it down.
 
 No module-level singletons: entry points (the Celery task, the CLI) call these; the exec client
-and the watchdog build their Redis client with `worker.records.forward` (this module's too).
+and the watchdog build their Redis client with `worker.records.redisconn` (this module's too).
 """
 
 from __future__ import annotations
@@ -12,16 +12,17 @@ import redis
 
 from worker.clock import SystemClock
 from worker.colab.driver import ColabCli
-from worker.records.forward import connect
 from worker.records.keys import Keys
 from worker.records.ledger import Ledger
+from worker.records.redisconn import connect
 from worker.session.jobfiles import JobFiles
 from worker.settings import Settings
 
 
 def build_redis(settings: Settings, *, retry_s: float | None = None) -> redis.Redis:
     """A client whose every call survives an outage of `retry_s` (default: the settings')."""
-    return connect(settings.redis_url, settings.redis_retry_s if retry_s is None else retry_s)
+    budget_s = settings.redis_retry_s if retry_s is None else retry_s
+    return connect(settings.redis_url, budget_s, settings.redis_master_name)
 
 
 def build_ledger(

@@ -104,15 +104,19 @@ class StaleOwner(LedgerError, PermissionError):
 
 
 def redacted_url(url: str) -> str:
-    """A Redis URL fit to print: its password (`redis://:PASSWORD@host`) replaced by `***`."""
+    """A Redis URL fit to print: its password (`redis://:PASSWORD@host`) replaced by `***`; in
+    each part of a Sentinel URL (`sentinel://:PASSWORD@h1;sentinel://:PASSWORD@h2`)."""
     from urllib.parse import urlsplit, urlunsplit
 
+    if ";" in url:
+        return ";".join(redacted_url(part) for part in url.split(";"))
     try:
         parts = urlsplit(url)
         if parts.password is None:
             return url
         user = parts.username or ""
         host = parts.hostname or ""
+        host = f"[{host}]" if ":" in host else host
         netloc = f"{user}:***@{host}" + (f":{parts.port}" if parts.port else "")
         return urlunsplit(parts._replace(netloc=netloc))
     except ValueError:

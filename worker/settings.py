@@ -4,9 +4,9 @@ Built once at an entry point (`load_settings()`), never at import time, and pass
 invalid value fails at start-up as one `ConfigError` line naming its variable. Secrets are not
 settings values: the Hub token is a 0600 file whose *path* is a setting, read only by the runner
 on the worker host (a submitting machine uses huggingface_hub's own login, `producer/stage.py`).
-The checks of `redis_url` and `key_prefix` are `worker.utils`'s, so that `colabq status`, which
-reads only those two, can read them without this module when nothing sets any other setting
-(`producer.clictx.ledger_address`).
+The checks of `redis_url`, `redis_master_name` and `key_prefix` are `worker.utils`'s, so that
+`colabq status`, which reads only those three, can read them without this module when nothing
+sets any other setting (`producer.clictx.ledger_address`).
 
 The Hub endpoint of the producer commands (`hub_endpoint()`): `COLABQ_HF_ENDPOINT` (environment
 or `.env`), else `HF_ENDPOINT` from the process environment (the variable huggingface_hub itself
@@ -28,7 +28,7 @@ from pydantic import Field, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from worker.errors import ConfigError
-from worker.utils import key_name_problem, redis_url_problem
+from worker.utils import key_name_problem, redis_master_name_problem, redis_url_problem
 
 ENV_PREFIX = "COLABQ_"
 ENV_FILE = ".env"
@@ -91,6 +91,9 @@ class Settings(BaseSettings):
     )
 
     redis_url: str = "redis://127.0.0.1:6379/0"
+    # With a Sentinel redis_url (kombu's form: `sentinel://H1:26379;sentinel://H2:26379/0`), the
+    # name of the master its sentinels monitor; required then, and read only then.
+    redis_master_name: str | None = Field(default=None, validate_default=True)
     # Every Redis key colabq writes starts with this, so one Redis can host several deployments.
     key_prefix: str = "colabq"
     # Queues are `<queue_prefix>gpu.<type>`: a prefix keeps deployments (or a demo, or a test)
@@ -192,6 +195,15 @@ class Settings(BaseSettings):
     def _redis_url(cls, v: str) -> str:
         if problem := redis_url_problem(v):
             raise ValueError(problem)
+        return v
+
+    @field_validator("redis_master_name")
+    @classmethod
+    def _redis_master_name(cls, v: str | None, info: ValidationInfo) -> str | None:
+        v = (v or "").strip() or None  # COLABQ_REDIS_MASTER_NAME= (empty) is unset
+        url = info.data.get("redis_url")
+        if url is not None and (problem := redis_master_name_problem(url, v)):
+            raise ValueError(problem)  # (an invalid redis_url is reported as itself)
         return v
 
     @field_validator("session_prefix")

@@ -86,11 +86,26 @@ def key_name_problem(name: str, *, empty_ok: bool) -> str | None:
     return None
 
 
+def redis_master_name_problem(url: str, name: str | None) -> str | None:
+    """Why `name` cannot be `COLABQ_REDIS_MASTER_NAME` with `url`, or None: it names the master
+    of a sentinel:// URL (required there), and is not read with any other URL."""
+    if not url.lower().startswith("sentinel://"):
+        return None
+    from worker.records.redisconn import master_name_problem
+
+    return master_name_problem(url, name)
+
+
 def redis_url_problem(url: str) -> str | None:
     """Why `url` is not a Redis URL colabq can use, or None. Parsed as redis-py parses it
-    (urllib), but stricter: a port in 1-65535, a database that is a non-negative integer."""
+    (urllib), but stricter: a port in 1-65535, a database that is a non-negative integer. A
+    Sentinel URL is read as `worker.records.redisconn` reads it."""
+    if url.lower().startswith("sentinel://"):
+        from worker.records.redisconn import sentinel_url_problem
+
+        return sentinel_url_problem(url)
     if not url.startswith(("redis://", "rediss://", "unix://")):
-        return "must start with redis://, rediss:// or unix://"
+        return "must start with redis://, rediss://, unix:// or sentinel://"
     parts = urlsplit(url)
     try:
         port = parts.port

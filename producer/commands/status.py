@@ -106,7 +106,7 @@ def status(
         )
     if job is not None:
         settings = load_settings()
-        where = LedgerAddress(settings.redis_url, settings.key_prefix)
+        where = LedgerAddress(settings.redis_url, settings.key_prefix, settings.redis_master_name)
         _one_job(settings, _client(where), job, watch=watch, every_s=every, as_json=as_json)
         return
     args = _ListArgs.of(state or [], run, since, mine, limit, page)  # checked before connecting
@@ -320,9 +320,12 @@ def _client(where: LedgerAddress) -> Any:
     `worker.deps`, which loads the session and Colab modules this command never needs)."""
     import redis
 
-    client = redis.Redis.from_url(
-        where.redis_url, socket_connect_timeout=5, socket_timeout=30, health_check_interval=30
-    )
+    from worker.records.redisconn import client as redis_client
+
+    client = redis_client(
+        where.redis_url, where.redis_master_name,
+        socket_connect_timeout=5, socket_timeout=30, health_check_interval=30,
+    )  # fmt: skip
     try:
         client.ping()
     except redis.RedisError as exc:

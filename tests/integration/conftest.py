@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-import redis
 
 from ops.chaos.env import EMU_ADMIN, EMULATOR, fleet_env, kill_processes_mentioning
 from worker.deps import build_ledger
 from worker.records.ledger import Ledger
+from worker.records.redisconn import client as redis_client
 from worker.settings import load_settings
 from worker.states import TERMINAL, JobState
 
@@ -194,7 +194,7 @@ def fleet(
         stop_worker(fleet.proc)
         fleet.emu("kill-all")
         kill_processes_mentioning(str(tmp_path))
-        client = redis.Redis.from_url(redis_url)
+        client = redis_client(redis_url, fleet.env.get("COLABQ_REDIS_MASTER_NAME"))
         for pattern in (f"{prefix}*", f"_kombu.binding.{prefix}*"):
             for key in client.scan_iter(pattern):
                 client.delete(key)

@@ -28,15 +28,18 @@ def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.chdir(tmp_path)
 
 
-def _settings_say() -> tuple[str, str] | str:
+Said = tuple[str, str, str | None] | str
+
+
+def _settings_say() -> Said:
     try:
         s = load_settings()
     except ConfigError as exc:
         return str(exc)
-    return s.redis_url, s.key_prefix
+    return s.redis_url, s.key_prefix, s.redis_master_name
 
 
-def _address_says(monkeypatch: pytest.MonkeyPatch) -> tuple[tuple[str, str] | str, bool]:
+def _address_says(monkeypatch: pytest.MonkeyPatch) -> tuple[Said, bool]:
     """`ledger_address()` (or its error line), and whether it built the settings object."""
     built: list[bool] = []
 
@@ -46,12 +49,13 @@ def _address_says(monkeypatch: pytest.MonkeyPatch) -> tuple[tuple[str, str] | st
 
     monkeypatch.setattr(clictx, "load_settings", spy)
     try:
-        got: tuple[str, str] | str = tuple(vars(ledger_address()).values())  # type: ignore[assignment]
+        got: Said = tuple(vars(ledger_address()).values())  # type: ignore[assignment]
     except ConfigError as exc:
         got = str(exc)
     return got, bool(built)
 
 
+SENTINELS = "sentinel://s1:26379;sentinel://:pw@s2:26380/3"
 # (environment, .env text or None, the settings object built)
 CASES: list[tuple[dict[str, str], str | None, bool]] = [
     ({}, None, False),
@@ -70,6 +74,14 @@ CASES: list[tuple[dict[str, str], str | None, bool]] = [
     ({}, "COLABQ_KEY_PREFIX=from-dot-env\n", True),
     ({"COLABQ_KEY_PREFIX": "env-wins"}, "colabq_key_prefix=dot-env-loses\n", True),
     ({}, "COLABQ_REDIS_URL=ftp://nope\n", True),
+    # Sentinel: the master's name is read, required, and read only with a sentinel:// URL.
+    ({"COLABQ_REDIS_URL": SENTINELS, "COLABQ_REDIS_MASTER_NAME": "mymaster"}, None, False),
+    ({"COLABQ_REDIS_URL": SENTINELS}, None, False),
+    ({"COLABQ_REDIS_URL": SENTINELS, "COLABQ_REDIS_MASTER_NAME": " "}, None, False),
+    ({"COLABQ_REDIS_URL": SENTINELS, "COLABQ_REDIS_MASTER_NAME": "my master"}, None, False),
+    ({"COLABQ_REDIS_URL": "sentinel://a:1/1;sentinel://b:2/2"}, None, False),
+    ({"COLABQ_REDIS_MASTER_NAME": "ignored"}, None, False),
+    ({"COLABQ_REDIS_URL": SENTINELS}, "COLABQ_REDIS_MASTER_NAME=fromfile\n", True),
 ]  # fmt: skip
 
 

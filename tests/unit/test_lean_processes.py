@@ -159,7 +159,10 @@ def test_the_watchdog_reports_without_importing_the_contract(
 # --- the light twins stay equal to what they stand for --------------------------------------
 
 
-FIELDS = ("redis_url", "key_prefix", "log_stream_maxlen", "retention_s", "redis_retry_s")
+FIELDS = (
+    "redis_url", "key_prefix", "log_stream_maxlen", "retention_s", "redis_retry_s",
+    "redis_master_name",
+)  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -170,6 +173,8 @@ FIELDS = ("redis_url", "key_prefix", "log_stream_maxlen", "retention_s", "redis_
         ({}, "COLABQ_RETENTION_S=3600\nCOLABQ_KEY_PREFIX=fromfile\n"),
         ({"colabq_key_prefix": "lower", "COLABQ_REDIS_RETRY_S": "0"}, "COLABQ_KEY_PREFIX=file\n"),
         ({"COLABQ_RETENTION_S": "7.5"}, "export COLABQ_RETENTION_S='99'\nOTHER=1\n"),
+        ({"COLABQ_REDIS_URL": "sentinel://a:1;sentinel://b:2/0"}, "COLABQ_REDIS_MASTER_NAME=m\n"),
+        ({"COLABQ_REDIS_MASTER_NAME": ""}, ""),
     ],
 )
 def test_observers_read_their_settings_as_settings_does(

@@ -44,6 +44,12 @@ BAD = [
     ("COLABQ_REDIS_URL", "unix:///run/redis.sock?db=x", "database 'x'"),
     ("COLABQ_REDIS_URL", "redis:///0", "names no host"),
     ("COLABQ_REDIS_URL", "http://127.0.0.1:6379", "must start with redis://"),
+    ("COLABQ_REDIS_URL", "sentinel://a:1;redis://:pw@b:2", "part 2 of 2"),
+    ("COLABQ_REDIS_URL", "sentinel://a:1/0;sentinel://b:2/1", "different databases (0 and 1)"),
+    ("COLABQ_REDIS_URL", "sentinel://:x@a:1;sentinel://:y@b:2", "different logins"),
+    ("COLABQ_REDIS_URL", "sentinel://a:99999", "1-65535"),
+    ("COLABQ_REDIS_URL", "sentinel://a:1?db=2", "no ?query"),
+    ("COLABQ_REDIS_URL", "sentinel://a:1;", "part 2 of 2"),
     ("COLABQ_WORKER_GPUS", "T4,V100", "'V100' is not a GPU type"),
     ("COLABQ_WORKER_GPUS", '["T4",', "not a JSON list"),
     ("COLABQ_WORKER_GPUS", "[1, 2]", "expected GPU types"),
@@ -89,6 +95,18 @@ def test_a_token_file_that_is_a_folder_is_refused(
 def test_a_redis_password_never_reaches_the_message(monkeypatch: pytest.MonkeyPatch) -> None:
     message = config_error(monkeypatch, "COLABQ_REDIS_URL", "redis://:s3cret-pw@host:abc/0")
     assert "s3cret-pw" not in message and "COLABQ_REDIS_URL" in message
+
+
+def test_a_sentinel_url_needs_the_masters_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLABQ_REDIS_URL", "sentinel://s1:26379;sentinel://s2:26379/0")
+    message = config_error(monkeypatch, "COLABQ_REDIS_MASTER_NAME", " ")
+    assert message.startswith("Invalid setting COLABQ_REDIS_MASTER_NAME: a sentinel:// ")
+    assert "sentinel monitor NAME" in message and "\n" not in message
+    monkeypatch.setenv("COLABQ_REDIS_MASTER_NAME", "mymaster")
+    assert load_settings().redis_master_name == "mymaster"
+    monkeypatch.setenv("COLABQ_REDIS_URL", "redis://h/0")  # not read with any other URL
+    monkeypatch.setenv("COLABQ_REDIS_MASTER_NAME", "two words")
+    assert load_settings().redis_url == "redis://h/0"
 
 
 GOOD = [

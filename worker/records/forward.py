@@ -3,14 +3,13 @@ client, and the watchdog's observations and log lines.
 
 Light on purpose. The attach client and the watchdog run once per held session for hours, so they
 import only this (redis-py and the key names), never the contract (`worker.spec`, pydantic) nor
-the settings object (pydantic-settings): the five settings they need are read here the way
+the settings object (pydantic-settings): the six settings they need are read here the way
 `worker.settings.Settings` reads them, and `Feed` is the part of `Ledger` they use, writing the
 same keys the same way (tests hold both pairs equal). `Ledger.forward` is `forward` below.
 """
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -18,11 +17,10 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import redis
-from redis.backoff import ExponentialBackoff
 from redis.commands.core import Script
-from redis.retry import Retry
 
 from worker.records.keys import Keys
+from worker.records.redisconn import connect
 
 ENV_PREFIX = "COLABQ_"  # worker.settings' own, kept equal by a test
 ENV_FILE = ".env"
@@ -166,6 +164,7 @@ class FeedSettings:
     log_stream_maxlen: int = 20_000
     retention_s: float = 30 * 24 * 3600.0
     redis_retry_s: float = 60.0
+    redis_master_name: str | None = None  # read only with a sentinel:// URL
 
 
 def feed_settings(
@@ -184,6 +183,8 @@ def feed_settings(
 
     def get(name: str, default: Any) -> Any:
         raw = found.get(f"{ENV_PREFIX.lower()}{name}")
+        if default is None:
+            return (raw or "").strip() or None  # an empty value is unset, as `Settings` reads it
         return default if raw is None else type(default)(raw.strip())
 
     return FeedSettings(
@@ -192,27 +193,7 @@ def feed_settings(
         get("log_stream_maxlen", d.log_stream_maxlen),
         get("retention_s", d.retention_s),
         get("redis_retry_s", d.redis_retry_s),
-    )
-
-
-def redis_retry(budget_s: float) -> Retry:
-    """Retries with backoff (50 ms doubling to 1 s) that last about `budget_s` while Redis is
-    unreachable: a short outage (a restart, a failover) costs time, not the job."""
-    backoff_cap_s = 1.0
-    ramp = 5  # 0.05 + 0.1 + 0.2 + 0.4 + 0.8 s before the cap
-    retries = 0 if budget_s <= 0 else ramp + max(0, math.ceil(budget_s / backoff_cap_s))
-    return Retry(ExponentialBackoff(cap=backoff_cap_s, base=0.05), retries)
-
-
-def connect(url: str, retry_s: float) -> redis.Redis:
-    """A client whose every call survives an outage of `retry_s` (as `worker.deps` builds
-    one; it connects on its first call)."""
-    return redis.Redis.from_url(
-        url,
-        socket_connect_timeout=5,
-        socket_timeout=30,
-        health_check_interval=30,
-        retry=redis_retry(retry_s),
+        get("redis_master_name", d.redis_master_name),
     )
 
 
@@ -233,7 +214,8 @@ class Feed:
 
     @classmethod
     def build(cls, s: FeedSettings, *, retry_s: float | None = None) -> Feed:
-        client = connect(s.redis_url, s.redis_retry_s if retry_s is None else retry_s)
+        budget_s = s.redis_retry_s if retry_s is None else retry_s
+        client = connect(s.redis_url, budget_s, s.redis_master_name)
         return cls(
             client, Keys(s.key_prefix), log_maxlen=s.log_stream_maxlen, retention_s=s.retention_s
         )

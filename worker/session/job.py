@@ -163,6 +163,7 @@ class JobRun:
         return {
             **self.d.driver.exec_env(),
             "COLABQ_REDIS_URL": self.d.settings.redis_url,
+            "COLABQ_REDIS_MASTER_NAME": self.d.settings.redis_master_name or "",
             "COLABQ_KEY_PREFIX": self.d.settings.key_prefix,
             "COLABQ_REDIS_RETRY_S": repr(self.d.settings.redis_retry_s),
             # All the observers read of the settings (`forward.FeedSettings`): the owner's.
