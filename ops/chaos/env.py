@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,6 +44,27 @@ def fleet_env(
         "HOME": str(root / "home"),
         **(extra or {}),
     }
+
+
+def job_share(root: Path) -> Path:
+    """A folder a job on an emulated VM can write and the test can read (a stamp, a flag, a
+    local store the job breaks): run as root, the VM's wrapper runs the job as an unprivileged
+    user, who cannot reach `root` (pytest's folders are their user's alone) any more than a real
+    VM reaches the worker host. It is made once per `root`, world-writable, in the system's
+    temporary folder; `root/job-share` links to it; `drop_job_share` removes it."""
+    link = root / "job-share"
+    if not link.is_symlink():
+        real = Path(tempfile.mkdtemp(prefix="colabq-job-share-"))
+        real.chmod(0o1777)
+        link.symlink_to(real)
+    return link.resolve()
+
+
+def drop_job_share(root: Path) -> None:
+    link = root / "job-share"
+    if link.is_symlink():
+        shutil.rmtree(link.resolve(), ignore_errors=True)
+        link.unlink()
 
 
 def kill_processes_mentioning(text: str) -> None:

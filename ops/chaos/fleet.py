@@ -25,7 +25,7 @@ from pathlib import Path
 import redis
 from typer.testing import CliRunner
 
-from ops.chaos.env import ROOT, fleet_env, kill_processes_mentioning
+from ops.chaos.env import ROOT, drop_job_share, fleet_env, job_share, kill_processes_mentioning
 from producer.cli import app
 from tests.integration.conftest import Fleet, start_worker, stop_worker
 from worker.deps import build_ledger
@@ -92,7 +92,12 @@ class Group:
 
     @property
     def store(self) -> Path:
-        return self.root / "store"
+        """The local store, where the job's user can break its own run (`matrix.breaker`)."""
+        store = job_share(self.root) / "store"
+        if not store.is_dir():
+            store.mkdir()
+            store.chmod(0o777)
+        return store
 
     # --- the user's own assignments ---------------------------------------------------------
 
@@ -128,8 +133,7 @@ class Group:
     ) -> JobPlan:
         self._seq += 1
         run = f"chaos-{self.name}-{self._seq}"
-        ended = self.root / "ended" / run
-        ended.parent.mkdir(exist_ok=True)
+        ended = job_share(self.root) / f"ended-{run}"  # the job's user writes it
         path = self.root / "scripts" / f"{run}.sh"
         path.parent.mkdir(exist_ok=True)
         path.write_text(job_script(ended, body, ckpt=ckpt))
@@ -301,6 +305,7 @@ def open_group(
         group.fleet.emu("kill-all")
         kill_processes_mentioning(str(root))
         _kill_environ_mentioning(str(root))
+        drop_job_share(root)
         with contextlib.suppress(redis.RedisError):
             client = redis.Redis.from_url(redis_url)
             for pattern in (f"{prefix}*", f"_kombu.binding.{prefix}*"):

@@ -166,8 +166,8 @@ def _find(g: Group, target: Target, job: JobPlan) -> list[Proc]:
 def breaker(store: Path, run_name: str) -> str:
     """The job makes its own run folder in the store unwritable: the final upload fails and the
     VM keeps itself (RETAINED) until its results are recovered."""
-    target = store / run_name
-    return f"rm -rf {target} && echo blocked > {target}\n"
+    target = store / run_name  # moved, not removed: the job's user cannot empty it
+    return f"mv {target} {target}.gone && echo blocked > {target}\n"
 
 
 # --- one cell ----------------------------------------------------------------------------------

@@ -44,11 +44,13 @@ def read_json(path: Path, default: Any) -> Any:
         return default
 
 
-def write_json(path: Path, data: Any, *, indent: int | None = 2) -> None:
-    """Replace `path` atomically with `data` serialised as JSON."""
+def write_json(path: Path, data: Any, *, indent: int | None = 2, mode: int = 0o600) -> None:
+    """Replace `path` atomically with `data` serialised as JSON (a file of `mode`)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
+        if mode != 0o600:
+            os.fchmod(fd, mode)
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             json.dump(data, fh, indent=indent)
             fh.write("\n")

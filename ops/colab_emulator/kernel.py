@@ -90,6 +90,7 @@ def kernel_environment(
     """The code's environment: the client's allow-listed base (PATH with the VM's /opt/bin
     first), Colab's presets, then `--env`."""
     env = dict(base)
+    paths = VmPaths(paths.base.resolve())  # where every user can reach it (vm.place_reachable)
     env["PATH"] = vm_path(base.get("PATH", os.defpath), paths)
     env["HOME"] = str(paths.home)
     env["COLAB_EMU_VM_ROOT"] = str(paths.root)

@@ -7,6 +7,12 @@ group (Linux `/proc`). Released VMs are moved to `released/<endpoint>/` for post
 A GPU VM also gets its GPU (`gpu.json`) and an `nvidia-smi` in its `/opt/bin` (nvidia_smi.py).
 Every VM gets `uv` in its `/opt/bin`, as Colab's image has it: the host's (the one beside the
 emulator's Python, else the one on PATH), linked, not copied.
+
+Every user can reach a VM's folder, as every user of a VM can reach its `/`: run as root, a VM's
+wrapper runs the job as an unprivileged user. When the emulator home lies below a folder others
+cannot search (pytest's temporary folders), the VM's folder is made in a world-searchable one
+under the system's temporary folder (`colab-emu-vms/`), `vms/<endpoint>` links to it, and the
+release moves it back (`place_reachable`). The kernel's own folder stays root's (0700).
 """
 
 from __future__ import annotations
@@ -16,8 +22,10 @@ import os
 import shlex
 import shutil
 import signal
+import stat
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -33,6 +41,7 @@ _BOOT = (
     "import sys; sys.path.insert(0, sys.argv[1]); from importlib import import_module; "
     "sys.exit(import_module(sys.argv[2]).main(sys.argv[3:]))"
 )
+GPU_MODE = 0o644  # any user's nvidia-smi reads it (the job's user, under a root wrapper)
 SAMPLE_README = "This directory includes a few sample datasets to get you started.\n"
 
 
@@ -123,10 +132,14 @@ def spawn_detached(
 def install_gpu(paths: VmPaths, accelerator: str, cuda_version: str = CUDA_VERSION) -> None:
     """The VM's GPU: gpu.json, and an `nvidia-smi` shim in its /opt/bin that runs
     nvidia_smi.py on it (with this interpreter, so it needs nothing on the VM's PATH)."""
-    write_json(paths.gpu, gpu_state(accelerator, cuda_version))
-    argv = [sys.executable, "-c", _BOOT, str(OPS_DIR), "colab_emulator.nvidia_smi", str(paths.gpu)]
+    write_json(paths.gpu, gpu_state(accelerator, cuda_version), mode=GPU_MODE)
+    args = shlex.join(["-c", _BOOT, str(OPS_DIR), "colab_emulator.nvidia_smi", str(paths.gpu)])
     shim = paths.bin_dir / "nvidia-smi"
-    shim.write_text(f'#!/bin/sh\nexec {shlex.join(argv)} "$@"\n')
+    # This Python, else (for a user who cannot run it: the job's) the first python3 on PATH.
+    exe = shlex.quote(sys.executable)
+    shim.write_text(
+        f'#!/bin/sh\n[ -x {exe} ] && exec {exe} {args} "$@"\nexec python3 {args} "$@"\n'
+    )
     shim.chmod(0o755)
 
 
@@ -155,7 +168,7 @@ def set_gpu(emu_home: Path, endpoint: str, **values: int | str) -> dict[str, obj
     if not isinstance(state, dict):
         raise FileNotFoundError(f"{endpoint} has no GPU ({path} is missing)")
     state.update(values)
-    write_json(path, state)
+    write_json(path, state, mode=GPU_MODE)
     return state
 
 
@@ -168,11 +181,12 @@ def create_vm(
 ) -> int:
     """Lay out the VM folder (with its GPU, if any, and uv) and start its runtime server;
     returns the server's port."""
-    paths = vm_paths(emu_home, endpoint)
+    paths = place_reachable(vm_paths(emu_home, endpoint))
     for folder in (
         paths.content / "sample_data", paths.home, paths.root / "tmp", paths.jobs, paths.bin_dir
     ):  # fmt: skip
         folder.mkdir(parents=True, exist_ok=True)
+    paths.kernel_dir.chmod(0o700)
     (paths.content / "sample_data" / "README.md").write_text(SAMPLE_README)
     install_uv(paths)
     if accelerator in GPU_MODELS:
@@ -187,6 +201,33 @@ def create_vm(
             return port
         time.sleep(0.01)
     raise RuntimeError(f"runtime server of {endpoint} did not start (see {paths.server_log})")
+
+
+def _searchable(folder: Path) -> bool:
+    """Whether every user can reach `folder` (it and each folder above it searchable by all)."""
+    try:
+        return all(p.stat().st_mode & stat.S_IXOTH for p in (folder, *folder.parents))
+    except OSError:
+        return False
+
+
+def place_reachable(paths: VmPaths) -> VmPaths:
+    """The VM's folder where every user can reach it; its real path (see the module's doc)."""
+    paths.base.parent.mkdir(parents=True, exist_ok=True)
+    if os.geteuid() != 0 or _searchable(paths.base.parent):
+        return paths
+    shared = Path(tempfile.gettempdir()) / "colab-emu-vms"
+    try:
+        shared.mkdir(mode=0o711, exist_ok=True)
+        info = shared.lstat()
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != 0 or info.st_mode & 0o022:
+            return paths  # not ours alone: the VM stays where it is
+        real = Path(tempfile.mkdtemp(prefix=f"{paths.base.name}-", dir=shared))
+        real.chmod(0o755)
+        paths.base.symlink_to(real)
+    except OSError:
+        return paths
+    return VmPaths(real) if _searchable(real) else paths
 
 
 def runtime_port(emu_home: Path, endpoint: str) -> int | None:
@@ -253,11 +294,17 @@ def destroy_vm(emu_home: Path, endpoint: str, *, exclude_pid: int | None = None)
     """Kill the VM's processes and move its folder to `released/`."""
     kill_marked(mark_for(emu_home, endpoint), exclude_pid=exclude_pid)
     paths = vm_paths(emu_home, endpoint)
-    if paths.base.exists():
+    if paths.base.exists() or paths.base.is_symlink():
         target = emu_home / "released" / endpoint
         target.parent.mkdir(parents=True, exist_ok=True)
         if target.exists():
             shutil.rmtree(target, ignore_errors=True)
+        if paths.base.is_symlink():  # placed where all can reach it: moved back
+            with contextlib.suppress(OSError):
+                real = paths.base.resolve()
+                paths.base.unlink()  # whoever removes the link moves the folder
+                shutil.move(real, target)
+            return
         with contextlib.suppress(OSError):
             paths.base.rename(target)
 

@@ -16,7 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from ops.chaos.env import EMU_ADMIN, EMULATOR, fleet_env, kill_processes_mentioning
+from ops.chaos.env import (
+    EMU_ADMIN,
+    EMULATOR,
+    drop_job_share,
+    fleet_env,
+    job_share,
+    kill_processes_mentioning,
+)
 from worker.deps import build_ledger
 from worker.records.ledger import Ledger
 from worker.records.redisconn import client as redis_client
@@ -83,6 +90,10 @@ class Fleet:
         home = self.root / name / "home"
         home.mkdir(parents=True, exist_ok=True)
         return {**self.env, "COLABQ_STATE_DIR": str(self.root / name / "state"), "HOME": str(home)}
+
+    def share(self) -> Path:
+        """A folder the job's (unprivileged) user on the VM can write and the test can read."""
+        return job_share(self.root)
 
     def job_dir(self, job_id: str) -> Path:
         return Path(self.env["COLABQ_STATE_DIR"]) / "jobs" / job_id
@@ -194,6 +205,7 @@ def fleet(
         stop_worker(fleet.proc)
         fleet.emu("kill-all")
         kill_processes_mentioning(str(tmp_path))
+        drop_job_share(tmp_path)
         client = redis_client(redis_url, fleet.env.get("COLABQ_REDIS_MASTER_NAME"))
         for pattern in (f"{prefix}*", f"_kombu.binding.{prefix}*"):
             for key in client.scan_iter(pattern):

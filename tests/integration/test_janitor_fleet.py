@@ -89,7 +89,7 @@ def test_host_lost_the_janitor_adopts_the_job_and_releases_soon_after_it_ends(
     fleet: Fleet, adopters: list[int]
 ) -> None:
     n = 80
-    ended = fleet.root / "ended-at"
+    ended = fleet.share() / "ended-at"  # the job's (unprivileged) user writes it
     stamp = f"python3 -c 'import time; print(time.time())' > {ended}\n"
     job_id = submit(fleet, numbered(n, pause_s=0.1, then=stamp))
     wait_for(lambda: "line-10" in fleet.output(job_id), "line-10 forwarded")
@@ -183,7 +183,7 @@ def test_a_queued_job_whose_message_was_lost_is_sent_again_once(fleet: Fleet) ->
 def test_host_lost_while_starting_the_janitor_adopts_and_releases_soon_after_the_end(
     fleet: Fleet, adopters: list[int]
 ) -> None:
-    ended = fleet.root / "ended-at"
+    ended = fleet.share() / "ended-at"  # the job's (unprivileged) user writes it
     stamp = f"python3 -c 'import time; print(time.time())' > {ended}\n"
     # The bundle's upload hangs a while: the host is lost in STARTING, mid-upload.
     assert (

@@ -82,13 +82,15 @@ def final_upload_breaker(store: Path) -> str:
     target = store / RUN
     return (
         "mkdir -p ckpt && echo weights > ckpt/model.pt\n"
-        f"rm -rf {target} && echo blocked > {target}\n"
+        f"mv {target} {target}.gone && echo blocked > {target}\n"
         "echo job-finished\n"
     )
 
 
 def test_final_upload_fails_vm_kept_results_downloaded_then_released(fleet: Fleet) -> None:
-    store = fleet.root / "store"
+    store = fleet.share() / "store"  # the job's (unprivileged) user breaks it
+    store.mkdir()
+    store.chmod(0o777)
     job_id = submit(fleet, final_upload_breaker(store), "--sync", "ckpt", store=store)
     assert fleet.wait_terminal(job_id) is JobState.FAILED
     rec = fleet.ledger.get(job_id)
@@ -104,7 +106,9 @@ def test_final_upload_fails_vm_kept_results_downloaded_then_released(fleet: Flee
 
 
 def test_worker_sigkilled_mid_run_watchdog_recovers_and_ends_the_session(fleet: Fleet) -> None:
-    store = fleet.root / "store"
+    store = fleet.share() / "store"  # the job's (unprivileged) user breaks it
+    store.mkdir()
+    store.chmod(0o777)
     # The job outlasts the kill below even on a loaded host (the log line can lag seconds there).
     script = "echo running\nsleep 15\n" + final_upload_breaker(store)
     job_id = submit(fleet, script, "--sync", "ckpt", store=store)
