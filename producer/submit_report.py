@@ -29,17 +29,11 @@ def _swept(point: Point) -> str:
     return " ".join(f"{k}={v}" for k, v in point.values)
 
 
-def print_plan(
-    points: Sequence[Point],
-    specs: Sequence[JobSpec],
-    queue_prefix: str,
-    shipping: Shipping,
-    *,
-    as_json: bool,
-) -> None:
-    from rich.table import Table
-
-    rows = [
+def plan_rows(
+    points: Sequence[Point], specs: Sequence[JobSpec], queue_prefix: str, shipping: Shipping
+) -> list[dict[str, Any]]:
+    """One row per job of a dry run, in the sweep's order: its `--json` objects."""
+    return [
         {
             "run": s.run_name,
             "gpu": s.gpu.value,
@@ -51,6 +45,19 @@ def print_plan(
         }
         for p, s in zip(points, specs, strict=True)
     ]
+
+
+def print_plan(
+    points: Sequence[Point],
+    specs: Sequence[JobSpec],
+    queue_prefix: str,
+    shipping: Shipping,
+    *,
+    as_json: bool,
+) -> None:
+    from rich.table import Table
+
+    rows = plan_rows(points, specs, queue_prefix, shipping)
     if as_json:
         print(json.dumps({"dry_run": True, "jobs": rows, "count": len(rows)}))
         return

@@ -47,9 +47,18 @@ JOB_SCRIPT_PLACEHOLDER = "JOB_SCRIPT.sh"
 
 
 class PreflightFailed(UserInputError):
-    """A check failed and was not waived: nothing was enqueued."""
+    """A check failed and was not waived: nothing was enqueued. `failed` names the checks (the
+    names that waive them), `findings` what each blocking check saw and what to do next, and
+    `report` the whole pre-flight report when one was run (a sweep's run-name check has none)."""
 
-    def __init__(self, failed: Sequence[str], reasons: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        failed: Sequence[str],
+        reasons: Sequence[str] = (),
+        *,
+        findings: Sequence[Finding] = (),
+        report: Report | None = None,
+    ) -> None:
         waive = " ".join(f"--waive {name}" for name in failed)
         names = ", ".join(failed)
         if reasons:  # what failed, said in the one line (the code and environment checks)
@@ -64,6 +73,8 @@ class PreflightFailed(UserInputError):
             )
         super().__init__(message)
         self.failed = tuple(failed)
+        self.findings = tuple(findings) if findings else (report.blocking if report else ())
+        self.report = report
 
 
 @dataclass(frozen=True)
@@ -321,7 +332,7 @@ def report_data(report: Report, command: str | None, config: Path | None) -> dic
 def gate(
     inputs: PreflightInputs,
     *,
-    console: Console,
+    console: Console | None,
     as_json: bool,
     env: Mapping[str, str] | None = None,
     now: datetime | None = None,
@@ -332,9 +343,11 @@ def gate(
 ) -> Checked:
     """Run the pre-flight for `colabq submit`; raise `PreflightFailed` unless it is clean.
 
-    `env` defaults to this process's environment, `now` to the clock, `hf` to the wired checker,
-    `measure_epoch_s` to none (the ETA is then measured only from what the user gives),
-    `settings` to the settings of this process (built when needed).
+    The report is printed on `console` (as JSON on stdout with `as_json`, where only a failed
+    one is printed); with no console, nothing is printed (the Python API). `env` defaults to
+    this process's environment, `now` to the clock, `hf` to the wired checker, `measure_epoch_s`
+    to none (the ETA is then measured only from what the user gives), `settings` to the
+    settings of this process (built when needed).
     """
     env = dict(os.environ) if env is None else env
     settings = LazySettings() if settings is None else settings
@@ -348,6 +361,15 @@ def gate(
         quiet_windows=quiet_windows_from(settings),
         code=code,
     )
+    report = checked.report
+    if console is not None:
+        _show(checked, console, as_json=as_json)
+    if not report.ok:
+        raise PreflightFailed(report.failed_checks, failure_reasons(report), report=report)
+    return checked
+
+
+def _show(checked: Checked, console: Console, *, as_json: bool) -> None:
     report = checked.report
     if as_json:
         if not report.ok:
@@ -363,9 +385,6 @@ def gate(
         from producer.preflight.render import print_report
 
         print_report(console, report)
-    if not report.ok:
-        raise PreflightFailed(report.failed_checks, failure_reasons(report))
-    return checked
 
 
 def failure_reasons(report: Report) -> list[str]:

@@ -1,4 +1,4 @@
-"""colabq's own modules (`worker.*`, `producer.*`) import one another without a cycle.
+"""colabq's own modules (`worker.*`, `producer.*`, `colabq.*`) import one another without a cycle.
 
 The graph is read from the source with `ast`, nothing is imported. An edge is any import of
 one of colabq's modules, wherever it is written:
@@ -32,7 +32,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("worker", "producer")
+PACKAGES = ("worker", "producer", "colabq")
 
 Graph = dict[str, set[str]]
 
@@ -206,6 +206,21 @@ def test_the_worker_imports_nothing_from_the_producer() -> None:
         if w.startswith("producer")
     )
     assert upward == []
+
+
+def test_the_python_api_sits_above_the_producer() -> None:
+    # `colabq` (the Python API) wraps the producer's functions; neither the producer nor the
+    # worker may need it.
+    graph = build_graph()
+    upward = sorted(
+        f"{v} imports {w}"
+        for v, targets in graph.items()
+        if not v.startswith("colabq")
+        for w in targets
+        if w.startswith("colabq")
+    )
+    assert upward == []
+    assert any(w.startswith("producer") for w in graph["colabq.client"] | graph["colabq.errors"])
 
 
 # The detector itself, on small trees: a must-report case beside each must-not-report one.
