@@ -34,6 +34,7 @@ COMMANDS = {
     "retry": "producer.commands.retry",
     "status": "producer.commands.status",
     "logs": "producer.commands.logs",
+    "events": "producer.commands.events",
     "cancel": "producer.commands.cancel",
     "stage": "producer.commands.stage",
     "clean": "producer.commands.clean",

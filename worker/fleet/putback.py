@@ -17,10 +17,11 @@ from dataclasses import dataclass
 
 from worker.errors import ColabqError, JobNotFound, StaleOwner
 from worker.fleet.causes import Cause
+from worker.records.events import events_key
 from worker.records.ledger import Ledger
 from worker.states import JobState
 
-# KEYS: job hash, history, lock, leases, deferred. ARGV: owner, job id, now, history entry,
+# KEYS: job hash, history, lock, leases, deferred, events. ARGV: owner, job id, now, history entry,
 # the put-back entry (JSON), reason, retry_at ('' for none), refusals ('' to keep), capacity
 # since ('' to keep), '1' when the job is RELEASING a session verified gone. Returns {1, the
 # putbacks JSON} or {code, detail} for a refusal: -1 no record, -2 not the owner, -3 not
@@ -62,6 +63,7 @@ end
 if redis.call('GET', KEYS[3]) == ARGV[1] and ARGV[1] ~= '' then redis.call('DEL', KEYS[3]) end
 redis.call('ZREM', KEYS[4], ARGV[2])
 redis.call('RPUSH', KEYS[2], ARGV[4])
+redis.call('XADD', KEYS[6], '*', 'job', ARGV[2], 'kind', 'state', 'from', st, 'e', ARGV[4])
 return {1, encoded}
 """
 
@@ -142,7 +144,8 @@ def put_back(
     StaleOwner if `owner` is not the job's owner or the job moved on, JobNotFound if gone."""
     k = ledger.keys
     entry = ledger.entry(JobState.QUEUED, attempt.at, reason)
-    keys = [k.job(job_id), k.history(job_id), k.lock(job_id), k.leases(), k.deferred()]
+    keys = [k.job(job_id), k.history(job_id), k.lock(job_id), k.leases(), k.deferred(),
+            events_key(k)]  # fmt: skip
     args = [
         owner, job_id, repr(attempt.at), entry, json.dumps(attempt.to_json()), reason[:1000],
         "" if retry_at is None else repr(retry_at), "" if refusals is None else str(refusals),

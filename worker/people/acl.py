@@ -40,9 +40,10 @@ def user_key_patterns(user: str, key_prefix: str, queue_prefix: str) -> list[str
     p = key_prefix
     own = [f"~{p}:job:*.{user}", f"~{p}:job:*.{user}:*", f"~{p}:u:{user}:*"]
     # Written by a submit or by a cancel of one's own job; see the package's docstring for
-    # what a user could do to other jobs through them.
+    # what a user could do to other jobs through them. The event log (`worker.records.events`)
+    # too: a user may append events, true or not (the README says so).
     shared = [f"~{p}:jobs", f"~{p}:active", f"~{p}:live-destinations",
-              f"~{p}:janitor:tracker-check"]  # fmt: skip
+              f"~{p}:janitor:tracker-check", f"~{p}:events"]  # fmt: skip
     # kombu declares a queue (adds its bindings) before it publishes the first message to it.
     q = f"{queue_prefix}gpu.*"
     celery = [f"~{q}", f"~_kombu.binding.{q}", f"~_kombu.binding_permanent.{q}", "%R~_kombu.*"]

@@ -14,12 +14,13 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from worker.people.owners import owner_of
+from worker.records.events import events_key
 from worker.records.ledger import Ledger
 from worker.states import JobState
 
-# KEYS: job hash, lock, leases, watch hash, history, the worker's health. ARGV: owner, lease ms,
-# lease expiry, job id, now, worker, owner host, nonce, wall deadline, reason, history entry,
-# the message's spec ('' for a job without an owner: not compared).
+# KEYS: job hash, lock, leases, watch hash, history, the worker's health, events. ARGV: owner,
+# lease ms, lease expiry, job id, now, worker, owner host, nonce, wall deadline, reason, history
+# entry, the message's spec ('' for a job without an owner: not compared).
 _CLAIM = """
 local st = redis.call('HGET', KEYS[1], 'state')
 if not st then return {'missing', ''} end
@@ -42,6 +43,7 @@ for _, f in ipairs(redis.call('HKEYS', KEYS[4])) do
 end
 redis.call('HSET', KEYS[4], 'segment', '0', 'log_offset', '0')
 redis.call('RPUSH', KEYS[5], ARGV[11])
+redis.call('XADD', KEYS[7], '*', 'job', ARGV[4], 'kind', 'state', 'from', 'queued', 'e', ARGV[11])
 return {'claimed', ''}
 """
 
@@ -87,7 +89,7 @@ def claim_and_start(
     reason = f"claimed by {worker}"
     entry = ledger.entry(JobState.ALLOCATING, now, reason)
     keys = [k.job(job_id), k.lock(job_id), k.leases(), k.watch(job_id), k.history(job_id),
-            k.worker_health(worker)]  # fmt: skip
+            k.worker_health(worker), events_key(k)]  # fmt: skip
     args = [owner, int(ttl_s * 1000), now + ttl_s, job_id, repr(now), worker, owner_host, nonce,
             repr(wall_deadline_at), reason, entry,
             payload if owner_of(job_id) else ""]  # fmt: skip

@@ -16,6 +16,7 @@ from typing import Any
 
 from worker.errors import RunNameInUse
 from worker.people.owners import owner_of
+from worker.records.events import events_key
 from worker.records.keys import Keys
 from worker.spec import JobSpec, destination, encode_spec
 from worker.states import TERMINAL, JobState
@@ -70,6 +71,8 @@ for i, b in ipairs(todo) do
     redis.call('HSET', jobkey .. replaced[i], 'retried_as', id)
   end
   redis.call('RPUSH', ARGV[b + 9], entry)
+  -- KEYS[4]: the event log (`worker.records.events`)
+  redis.call('XADD', KEYS[4], '*', 'job', id, 'kind', 'submit', 'from', '', 'e', entry)
   redis.call('ZADD', KEYS[2], now, id)
   redis.call('SADD', KEYS[3], id)
 end
@@ -102,7 +105,7 @@ def create_jobs(
             encode_spec(spec), spec.run_name, spec.gpu.value, spec.submitted_by,
             k.job(spec.job_id), k.history(spec.job_id),
         ]  # fmt: skip
-    reply = script(keys=[k.live_destinations(), k.jobs(), k.active()], args=argv)
+    reply = script(keys=[k.live_destinations(), k.jobs(), k.active(), events_key(k)], args=argv)
     if isinstance(reply[0], int):  # a refusal: (-(index + 1), holder, its state)
         i = -reply[0] - 1
         raise RunNameInUse(

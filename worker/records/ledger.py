@@ -22,7 +22,7 @@ from worker.clock import Clock
 from worker.errors import AmbiguousJob, IllegalTransition, JobNotFound, StaleOwner
 from worker.people.identity import Identity, identify
 from worker.people.owners import owner_of
-from worker.records import ownership
+from worker.records import events, ownership
 from worker.records.create import CREATE_SCRIPT, create_jobs
 from worker.records.forward import Feed
 from worker.records.forward import ForwardItem as ForwardItem  # callers import it from here
@@ -261,7 +261,9 @@ class Ledger:
                 key,
                 mapping={"state": dst.value, "reason": reason, "updated_at": repr(now), **extra},
             )
-            pipe.rpush(self.keys.history(job_id), self.entry(dst, now, reason))
+            entry = self.entry(dst, now, reason)
+            pipe.rpush(self.keys.history(job_id), entry)
+            events.append(pipe, self.keys, self.retention_s, job_id, events.STATE, src.value, entry)
             if "endpoint" in extra:
                 pipe.hset(self.keys.endpoints(), extra["endpoint"], job_id)
             self._hold(pipe, key, raw.get(b"held_since"), src, dst, "endpoint" in extra, now)
@@ -360,11 +362,12 @@ class Ledger:
 
     def request_cancel(self, job_id: str, reason: str) -> None:
         """Set the job's cancel flag, and say in its history who asked, from where."""
-        state = self.state_of(job_id)
-        entry = self.entry(state, self.clock.time(), reason or "cancelled", action="cancel")
+        state, now = self.state_of(job_id), self.clock.time()
+        entry = self.entry(state, now, reason or "cancelled", action="cancel")
         pipe = self.r.pipeline(transaction=True)
         pipe.set(self.keys.cancel(job_id), reason or "cancelled")
         pipe.rpush(self.keys.history(job_id), entry)
+        events.append(pipe, self.keys, self.retention_s, job_id, "cancel", "", entry)
         pipe.execute()
 
     def cancel(self, job_id: str, reason: str) -> bool:

@@ -1,0 +1,65 @@
+"""`colabq events` on the real Redis (a private key prefix): a job's submit, its state changes
+(from the create, claim and transition paths, each appended with its history entry) and a
+cancel request, each with who, from which host and why; `--since` and the table."""
+
+from __future__ import annotations
+
+import json
+import socket
+
+from typer.testing import CliRunner
+
+from producer.cli import app
+from tests.factories import make_spec
+from worker.records import events
+from worker.records.claim import Claim, claim_and_start
+from worker.records.ledger import Ledger
+from worker.states import JobState as S
+
+runner = CliRunner()
+
+
+def test_events_list_a_jobs_submit_state_changes_and_cancel(
+    ledger: Ledger, env: dict[str, str | None]
+) -> None:
+    job_id, _ = ledger.create(make_spec())
+    other, _ = ledger.create(make_spec())
+    res = claim_and_start(ledger, job_id, "tok", ttl_s=60, worker="w1", owner_host="h1",
+                          nonce="n", wall_deadline_at=9e9)  # fmt: skip
+    assert res.claim is Claim.CLAIMED
+    cancel = runner.invoke(app, ["cancel", job_id[:10], "--reason", "wrong config"], env=env)
+    assert cancel.exit_code == 0, cancel.output
+    ledger.transition(job_id, S.CANCELLED, owner="tok", reason="cancelled: wrong config")
+
+    result = runner.invoke(app, ["events", job_id[:10], "--json"], env=env)
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in result.output.splitlines()]
+    assert [(r["kind"], r["from"], r["to"]) for r in rows] == [
+        ("submit", "", "queued"),
+        ("state", "queued", "allocating"),
+        ("cancel", "", "allocating"),
+        ("state", "allocating", "cancelled"),
+    ]
+    assert {r["job"] for r in rows} == {job_id}
+    me = ledger.identity
+    assert all(r["actor"] == me.actor and r["host"] == me.host == socket.gethostname()
+               for r in rows)  # fmt: skip
+    assert [r["reason"] for r in rows] == [
+        "submitted", "claimed by w1", "wrong config", "cancelled: wrong config"
+    ]  # fmt: skip
+    # The whole log holds the other job's submit too; --since in the future holds nothing.
+    every = runner.invoke(app, ["events"], env=env)
+    assert every.exit_code == 0 and other in every.output and "queued -> allocating" in every.output
+    later = runner.invoke(app, ["events", "--since", "2999-01-01", "--json"], env=env)
+    assert later.exit_code == 0 and later.output == ""
+
+
+def test_an_action_event_and_retention_trim(ledger: Ledger) -> None:
+    # An append trims what is older than the retention (stream ids are Redis's clock).
+    ledger.r.xadd(events.events_key(ledger.keys), events.fields("old", "submit", "", "{}"),
+                  id="1000-0")  # fmt: skip
+    events.note_action(ledger, "w7", "drain", "disk full")
+    (e,) = events.read(ledger.r, ledger.keys, job="w7")
+    assert (e.kind, e.reason, e.actor) == ("drain", "disk full", ledger.identity.actor)
+    events.note_action(ledger, "w7", "undrain", "fixed")
+    assert [x.job for x in events.read(ledger.r, ledger.keys)] == ["w7", "w7"]

@@ -1,0 +1,135 @@
+"""The event log: one Redis stream, `<prefix>:events`, of every state change and every action
+(submit, cancel request, drain, undrain, adopt, janitor stop, retry, clean), with when, who,
+from which host and why (`colabq events`, the notifier in `worker.notify`).
+
+An entry's fields: `job` (a job id, or a worker's name for a drain), `kind` (`state` for a state
+change, else the action), `from` (the state it left, `state` only) and `e`, the JSON of a history
+entry (`record.history_entry`: state, at, reason, actor, host[, action]). A state change's event
+is appended in the very script or transaction that writes its history entry (the create, claim
+and put-back scripts, `Ledger.transition`), so no change is ever without its event.
+
+Retention: a Python append trims the stream by MINID to now minus the ledger's retention (the
+job records' own); the scripts' appends do not (every job's terminal transition trims).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+from worker.records.keys import Keys
+
+if TYPE_CHECKING:
+    from worker.records.ledger import Ledger
+
+STATE = "state"
+ACTIONS = ("submit", "cancel", "drain", "undrain", "adopt", "janitor-stop", "retry", "clean",
+           "notify-failed")  # fmt: skip
+
+
+def events_key(keys: Keys) -> str:
+    """Stream of the deployment's events (this module's docstring)."""
+    return f"{keys.prefix}:events"
+
+
+def minid(retention_s: float) -> str:
+    """The oldest stream id kept: entries older than the retention go. Stream ids are Redis's
+    own clock: compared with the wall clock, never a job's (a test's) clock."""
+    return str(max(int((time.time() - retention_s) * 1000), 0))
+
+
+def fields(job: str, kind: str, src: str, entry: str) -> dict[str, str]:
+    return {"job": job, "kind": kind, "from": src, "e": entry}
+
+
+def append(
+    pipe: Any, keys: Keys, retention_s: float, job: str, kind: str, src: str, entry: str
+) -> None:
+    """Queue one event on `pipe` (a pipeline or a client): one XADD, trimming by MINID (exact:
+    it drops the old head entries alone, nothing when there are none)."""
+    pipe.xadd(
+        events_key(keys), fields(job, kind, src, entry), minid=minid(retention_s),
+        approximate=False,
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Event:
+    id: str
+    at: float
+    job: str
+    kind: str
+    src: str  # the state left (`state` events)
+    dst: str  # the state entered (`state`), or the job's state when the action was taken
+    actor: str
+    host: str
+    reason: str
+
+    def to_json(self) -> dict[str, object]:
+        d = asdict(self)
+        d["from"], d["to"] = d.pop("src"), d.pop("dst")
+        return d
+
+
+def decode(entry_id: bytes | str, raw: dict[bytes, bytes]) -> Event:
+    f = {k.decode(): v.decode(errors="replace") for k, v in raw.items()}
+    try:
+        e = json.loads(f.get("e", "{}"))
+    except ValueError:
+        e = {}
+    eid = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
+    at = e.get("at")
+    return Event(
+        id=eid, at=float(at) if at is not None else int(eid.split("-")[0]) / 1000,
+        job=f.get("job", ""), kind=f.get("kind", ""), src=f.get("from", ""),
+        dst=str(e.get("state", "")), actor=str(e.get("actor", "")), host=str(e.get("host", "")),
+        reason=str(e.get("reason", "")),
+    )  # fmt: skip
+
+
+def read(
+    client: Any, keys: Keys, *, since: float = 0.0, job: str | None = None, count: int = 1000
+) -> list[Event]:
+    """The events since `since` (epoch s), oldest first, those of `job` alone if given: read
+    in pages of `count` (the whole log can be long; a job's events are filtered here)."""
+    out: list[Event] = []
+    start = str(int(since * 1000))
+    while True:
+        rows = client.xrange(events_key(keys), min=start, count=count)
+        for i, raw in rows:
+            ev = decode(i, raw)
+            if job is None or ev.job == job:
+                out.append(ev)
+        if len(rows) < count:
+            return out
+        last = rows[-1][0]
+        start = "(" + (last.decode() if isinstance(last, bytes) else last)
+
+
+def last_id(client: Any, keys: Keys) -> str:
+    """The newest entry's id ('0-0' for none): where a follower starts."""
+    rows = client.xrevrange(events_key(keys), count=1)
+    if not rows:
+        return "0-0"
+    i = rows[0][0]
+    return i.decode() if isinstance(i, bytes) else str(i)
+
+
+def wait(client: Any, keys: Keys, after: str, *, block_ms: int) -> list[Event]:
+    """The events after id `after`, blocking up to `block_ms` for the first (XREAD BLOCK)."""
+    res = client.xread({events_key(keys): after}, count=1000, block=block_ms)
+    return [decode(i, raw) for i, raw in res[0][1]] if res else []
+
+
+def note_action(ledger: Ledger, job: str, kind: str, reason: str, state: str = "") -> None:
+    """Append an action's event (a drain, an adopt, a janitor stop, a retry, a clean), as this
+    process's identity; `state`: the job's state then, if known."""
+    now = ledger.clock.time()
+    me = ledger.identity
+    entry: dict[str, object] = {"at": now, "reason": reason, "actor": me.actor, "host": me.host,
+                                "action": kind}  # fmt: skip
+    if state:
+        entry["state"] = state
+    append(ledger.r, ledger.keys, ledger.retention_s, job, kind, "", json.dumps(entry))
