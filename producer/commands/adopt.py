@@ -31,6 +31,9 @@ def adopt(job: JobArg, as_json: JsonOpt = False) -> None:
     job_id = ledger.find_by_prefix(job)
     # Adopting writes the job's lock, lease and session: a service's or operator's rights.
     check_operator(ledger, f"Adopting job {job_id}")
+    from worker.records.events import note_action
+
+    note_action(ledger, job_id, "adopt", "colabq adopt: finishing it from this host")
     outcome = adopt_job(job_id, settings, ledger, worker_name=f"adopter@{socket.gethostname()}")
     if outcome is None:
         rec = ledger.get(job_id)

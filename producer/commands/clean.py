@@ -98,6 +98,11 @@ def clean(
         deleters=build_deleters(run, settings),
     )
     results = run_steps(planners, act=yes, run_name=run, say=say)
+    if yes:
+        from worker.records.events import note_action
+
+        for job in facts.jobs:
+            note_action(ledger, job.job_id, "clean", f"colabq clean {run}")
     summary = summarise(results, act=yes)
     if as_json:
         import json

@@ -63,12 +63,14 @@ def drain(
     from worker.fleet import health
     from worker.fleet.dispatch import stop_consuming
     from worker.people.guard import check_operator
+    from worker.records.events import note_action
 
     settings, ledger, cards, _ = _cards(worker)
     [card] = [c for c in cards if c.name == worker]
     check_operator(ledger, f"Draining worker {worker}")
     by = ledger.identity.submitter
     health.drain_by_hand(ledger.r, ledger.keys, worker, reason, time.time(), by)
+    note_action(ledger, worker, "drain", reason)
     stop_consuming(build_app(settings), worker, card.queues)
     if as_json:
         print(json.dumps({"worker": worker, "state": "drained", "reason": reason}))
@@ -81,11 +83,14 @@ def undrain(worker: WorkerArg, as_json: JsonOpt = False) -> None:
     from worker.fleet import health
     from worker.fleet.dispatch import resume_consuming
     from worker.people.guard import check_operator
+    from worker.records.events import note_action
 
     settings, ledger, cards, _ = _cards(worker)
     [card] = [c for c in cards if c.name == worker]
     check_operator(ledger, f"Undraining worker {worker}")
     lifted = health.undrain(ledger.r, ledger.keys, worker)
+    if lifted:
+        note_action(ledger, worker, "undrain", "undrained by hand")
     resume_consuming(build_app(settings), worker, card.queues)
     if as_json:
         print(json.dumps({"worker": worker, "state": "idle", "was_drained": lifted}))

@@ -59,6 +59,10 @@ def retry(job: JobArg, as_json: JsonOpt = False) -> None:
         }
     )
     res = enqueue(spec, ledger, build_app(settings), settings.queue_prefix)
+    if res.created:
+        from worker.records.events import note_action
+
+        note_action(ledger, old_id, "retry", f"submitted again as job {res.job_id}")
     queue = queue_for(spec.gpu, settings.queue_prefix)
     if as_json:
         print(

@@ -101,6 +101,9 @@ def build_janitor_deps(
             d, name, endpoint, clock=SystemClock(), log=notes.append,
             attempts=settings.release_attempts, backoff_s=settings.release_backoff_s,
         )  # fmt: skip
+        from worker.records.events import note_action
+
+        note_action(ledger, job.job_id, "janitor-stop", f"orphan {endpoint}: {outcome.value}")
         return "; ".join([*notes[-1:], outcome.value])
 
     def adopt(job_id: str) -> str:
