@@ -24,6 +24,7 @@ from pydantic import ValidationError
 from producer.joblist import whoami
 from worker.errors import ColabqError, SpecError, UserInputError
 from worker.fleet.dispatch import send_job
+from worker.flow.sweeps import SweepTag, new_sweep_id
 from worker.people.owners import owned
 from worker.records.ledger import Ledger
 from worker.settings import Settings
@@ -322,12 +323,15 @@ def enqueue_many(
     queue_prefix: str = "",
     *,
     allow_same_run: bool = False,
+    sweep: SweepTag | None = None,
 ) -> list[Enqueued]:
-    """`enqueue` for a batch (a sweep): every job recorded in one atomic step (all or none),
-    then the new ones' messages sent over one broker connection. Under Redis ACLs each job
-    goes into the authenticated user's namespace (`worker.people.owners`)."""
+    """`enqueue` for a batch (a sweep, `sweep` or a new id): every job recorded in one atomic
+    step (all or none), then the new ones' messages sent over one broker connection. Under
+    Redis ACLs each job goes into the authenticated user's namespace (`worker.people.owners`)."""
     specs = [owned(spec, ledger.identity) for spec in specs]
-    created = ledger.create_many(specs, exclusive=not allow_same_run)
+    if sweep is None and len(specs) > 1:  # a sweep's points, as one unit (`worker.flow`)
+        sweep = SweepTag(new_sweep_id(ledger.identity.owner))
+    created = ledger.create_many(specs, exclusive=not allow_same_run, sweep=sweep)
     results: list[Enqueued] = []
     with app.producer_or_acquire() as producer, _SentEvents(app, producer) as events:
         for spec, (job_id, new) in zip(specs, created, strict=True):

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from producer.preflight.report import Report
     from producer.submit import Enqueued
     from producer.sweep import Point
+    from worker.flow.sweeps import SweepTag
     from worker.records.ledger import Ledger
     from worker.settings import Settings
     from worker.spec import JobSpec
@@ -203,6 +204,7 @@ class Sent:
     results: list[Enqueued]
     served: dict[str, int]
     warnings: list[str]
+    sweep: str = ""  # the sweep's id (`colabq status --sweep`), '' for a single job
 
 
 def enqueue_points(
@@ -219,7 +221,10 @@ def enqueue_points(
 
     allow = points[0].options.allow_same_run
     app = build_app(settings) if app is None else app
-    results = enqueue_many(specs, ledger, app, settings.queue_prefix, allow_same_run=allow)
+    tag = sweep_tag(points, ledger)
+    results = enqueue_many(
+        specs, ledger, app, settings.queue_prefix, allow_same_run=allow, sweep=tag
+    )
     queues = sorted({queue_for(s.gpu, settings.queue_prefix) for s in specs})
     served = {q: count_serving(ledger.r, ledger.keys, q) for q in queues}
     warnings = [
@@ -227,4 +232,13 @@ def enqueue_points(
         for q, n in served.items()
         if not n
     ]
-    return Sent(results, served, warnings)
+    return Sent(results, served, warnings, tag.sweep_id if tag else "")
+
+
+def sweep_tag(points: Sequence[Point], ledger: Ledger) -> SweepTag | None:
+    """A new id for the points of a sweep (none for one job), in the submitter's namespace."""
+    from worker.flow.sweeps import SweepTag, new_sweep_id
+
+    if not any(p.values for p in points):
+        return None
+    return SweepTag(new_sweep_id(ledger.identity.owner))

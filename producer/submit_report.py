@@ -117,8 +117,10 @@ def print_enqueued(
     from producer.clictx import err
 
     rows = job_rows(points, specs, results, served, queue_prefix, shipping)
+    sweep = sweep_of(results, ledger)
     if as_json:
-        print(json.dumps({"jobs": rows, "count": len(rows), "warnings": warnings}))
+        doc = {"jobs": rows, "count": len(rows), "warnings": warnings, "sweep": sweep or None}
+        print(json.dumps(doc))
         return
     for w in warnings:
         err.print(f"colabq: warning: {w}", markup=False, highlight=False)
@@ -128,6 +130,21 @@ def print_enqueued(
         _print_one(results[0], specs[0], queue_prefix, ledger)
         return
     _print_sweep(points, specs, results, rows)
+    if sweep:
+        out.print(
+            f"Sweep {sweep}: colabq status --sweep {sweep}; colabq cancel --sweep {sweep} "
+            "cancels every point not over.",
+            markup=False,
+        )
+
+
+def sweep_of(results: Sequence[Enqueued], ledger: Ledger) -> str:
+    """The id of the sweep the new jobs were recorded in, '' for none."""
+    new = [r.job_id for r in results if r.created]
+    if len(results) < 2 or not new:
+        return ""
+    raw = ledger.r.hget(ledger.keys.job(new[0]), "sweep")
+    return raw.decode() if raw else ""
 
 
 def _print_one(res: Enqueued, spec: JobSpec, queue_prefix: str, ledger: Ledger) -> None:

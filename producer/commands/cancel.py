@@ -6,8 +6,8 @@ Owns choosing the jobs and saying what happened to each. Cancelling one is the l
 no live runner holds and that holds no session ends CANCELLED at once; otherwise a flag asks its
 runner (or the adopter of a dead one) to stop its session, verified, and end it. `--json` has one
 shape however many jobs: `{"jobs": [{"job_id", "state_before", "result"}], "count": N}`, where
-result is cancelled, requested or already_over. A `--sweep ID` filter waits for sweeps to have
-ids of their own (today a sweep's jobs are selected by `--run` on their common name).
+result is cancelled, requested or already_over. `--sweep ID` names every point of a sweep that
+is not over (`worker.flow.sweeps`).
 """
 
 from __future__ import annotations
@@ -50,6 +50,10 @@ def cancel(
     mine: Annotated[bool, typer.Option("--mine", help="Only jobs submitted by me.")] = False,
     reason: Annotated[str, typer.Option(help="Recorded on each job.")] = "cancelled by user",
     as_json: Annotated[bool, typer.Option("--json", help=RESULT_HELP)] = False,
+    sweep: Annotated[
+        str | None,
+        typer.Option(help="Every point of this sweep not over yet (its id, from submit)."),
+    ] = None,
 ) -> None:
     """Cancel jobs: each one's runner stops its session (verified) and ends it CANCELLED.
 
@@ -59,12 +63,15 @@ def cancel(
     from worker.errors import UserInputError
     from worker.people.guard import check_may_change, mine_unless_operator
 
-    if not jobs and run is None and not state and not mine:
+    if not jobs and run is None and not state and not mine and sweep is None:
         raise UserInputError(
-            "Name the jobs to cancel: job ids, or a filter (--run GLOB, --state queued, --mine)."
+            "Name the jobs to cancel: job ids, or a filter (--run GLOB, --state queued, --mine, "
+            "--sweep ID)."
         )
     ledger = _connect(load_settings())
     chosen = [ledger.find_by_prefix(j) for j in jobs or ()]
+    if sweep is not None:
+        chosen += _live_points(ledger, sweep)
     # Under ACLs a user cancels only their own jobs (Redis refuses the rest): a job named by
     # its id is refused in one line; a filter selects only one's own.
     check_may_change(ledger, chosen, "cancel")
@@ -79,6 +86,14 @@ def cancel(
         out.print("No job matches; nothing cancelled.", markup=False)
     for _, text in results:
         out.print(text, markup=False)
+
+
+def _live_points(ledger: Ledger, sweep: str) -> list[str]:
+    from producer.commands.sweepview import sweep_points
+
+    ids = sweep_points(ledger, sweep)
+    live = {i.decode() for i in ledger.r.smembers(ledger.keys.active())}
+    return [i for i in ids if i in live]
 
 
 def select(ledger: Ledger, run: str | None, states: Sequence[str], mine: bool) -> list[str]:

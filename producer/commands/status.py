@@ -89,6 +89,9 @@ def status(
     watch: WatchOpt = False,
     every: EveryOpt = 2.0,
     as_json: JsonOpt = False,
+    sweep: Annotated[
+        str | None, typer.Option(help="A sweep's points (its id, as `colabq submit` printed it).")
+    ] = None,
 ) -> None:
     """The jobs (newest first), or one job's states, reasons, GPU time and final report.
 
@@ -104,6 +107,16 @@ def status(
             "--state, --run, --since, --mine, --limit and --page filter the list: "
             f"drop them, or drop {job!r}."
         )
+    if sweep is not None:
+        if job is not None or watch:
+            raise UserInputError("--sweep lists a sweep's points: drop the job id and --watch.")
+        from producer.commands.sweepview import print_sweep_status
+
+        settings = load_settings()
+        where = LedgerAddress(settings.redis_url, settings.key_prefix, settings.redis_master_name)
+        ledger = _ledger(settings, _client(where))
+        _reading(settings, lambda: print_sweep_status(ledger, sweep, as_json=as_json))
+        return
     if job is not None:
         settings = load_settings()
         where = LedgerAddress(settings.redis_url, settings.key_prefix, settings.redis_master_name)

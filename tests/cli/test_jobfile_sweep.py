@@ -220,7 +220,8 @@ def test_one_json_shape_for_one_job_or_a_sweep_and_the_table_names_each_id(
     one = runner.invoke(app, ["submit", str(path), "--json"], env=env)
     two = runner.invoke(app, ["submit", str(path), "--sweep", "env.SEED=7,8", "--json"], env=env)
     shapes = [json.loads(r.stdout) for r in (one, two)]
-    assert [sorted(d) for d in shapes] == [["count", "jobs", "warnings"]] * 2, shapes
+    assert [sorted(d) for d in shapes] == [["count", "jobs", "sweep", "warnings"]] * 2, shapes
+    assert shapes[0]["sweep"] is None and shapes[1]["sweep"].startswith("sw")
     assert [d["count"] for d in shapes] == [1, 2] and shapes[0]["jobs"][0]["created"]
     assert all({"job_id", "run", "state", "swept"} <= set(j) for d in shapes for j in d["jobs"])
     table = runner.invoke(app, ["submit", str(path), "--sweep", "env.SEED=7,8,9"], env=env)

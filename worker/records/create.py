@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from worker.errors import RunNameInUse
+from worker.flow.sweeps import SweepTag, sweep_base
 from worker.people.owners import owner_of
 from worker.records.events import events_key
 from worker.records.keys import Keys
@@ -25,9 +26,10 @@ from worker.states import TERMINAL, JobState
 RESUBMITTABLE = frozenset(TERMINAL - {JobState.SUCCEEDED})
 
 # KEYS: live destinations, jobs, active. ARGV: the job keys' prefix, exclusive, now, terminal
-# states (comma-joined), the QUEUED history entry, resubmittable states (comma-joined), then per
-# job: id, its idempotency key, destination, spec JSON, run name, gpu, submitted by, its job
-# key, its history key. Returns per job (id, created, the job it replaces or ''), or
+# states (comma-joined), the QUEUED history entry, resubmittable states (comma-joined), the
+# sweep's id ('' for none), its base key and its cap (`worker.flow.sweeps`), then per job: id,
+# its idempotency key, destination, spec JSON, run name, gpu, submitted by, its job key, its
+# history key. Returns per job (id, created, the job it replaces or ''), or
 # (-(index + 1), holder id, holder state) for a refusal.
 CREATE_SCRIPT = """
 local jobkey, exclusive, now, entry = ARGV[1], ARGV[2] == '1', ARGV[3], ARGV[5]
@@ -35,9 +37,10 @@ local terminal, again = {}, {}
 for st in string.gmatch(ARGV[4], '[^,]+') do terminal[st] = true end
 for st in string.gmatch(ARGV[6], '[^,]+') do again[st] = true end
 local out, todo, replaced = {}, {}, {}
-local n = (#ARGV - 6) / 9
+local sweep, sweepkey = ARGV[7], ARGV[8]
+local n = (#ARGV - 9) / 9
 for k = 0, n - 1 do
-  local b = 6 + 9 * k
+  local b = 9 + 9 * k
   local existing = redis.call('GET', ARGV[b + 2])
   local kept = nil
   if existing then
@@ -75,6 +78,13 @@ for i, b in ipairs(todo) do
   redis.call('XADD', KEYS[4], '*', 'job', id, 'kind', 'submit', 'from', '', 'e', entry)
   redis.call('ZADD', KEYS[2], now, id)
   redis.call('SADD', KEYS[3], id)
+  if sweep ~= '' then
+    redis.call('HSET', ARGV[b + 8], 'sweep', sweep)
+    redis.call('ZADD', sweepkey .. ':jobs', i, id)
+  end
+end
+if sweep ~= '' and #todo > 0 then
+  redis.call('HSET', sweepkey, 'max_parallel', ARGV[9], 'created_at', now)
 end
 return out
 """
@@ -88,9 +98,10 @@ def create_jobs(
     specs: Sequence[JobSpec],
     *,
     exclusive: bool,
+    sweep: SweepTag | None = None,
 ) -> list[tuple[str, bool]]:
     """Run `CREATE_SCRIPT` (registered by the ledger) for `specs`, each with the QUEUED history
-    entry `entry`: (job id, created) each."""
+    entry `entry`, as points of `sweep` if given: (job id, created) each."""
     if not specs:
         return []
     k = keys
@@ -98,6 +109,10 @@ def create_jobs(
     argv.append(",".join(s.value for s in TERMINAL))
     argv.append(entry)
     argv.append(",".join(s.value for s in RESUBMITTABLE))
+    if sweep is None:
+        argv += ["", "", "0"]
+    else:
+        argv += [sweep.sweep_id, sweep_base(k, sweep.sweep_id), str(sweep.max_parallel)]
     for spec in specs:
         argv += [
             spec.job_id, k.idempotency(spec.idempotency_key, owner_of(spec.job_id)),

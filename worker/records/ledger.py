@@ -20,6 +20,7 @@ import redis
 
 from worker.clock import Clock
 from worker.errors import AmbiguousJob, IllegalTransition, JobNotFound, StaleOwner
+from worker.flow.sweeps import SweepTag
 from worker.people.identity import Identity, identify
 from worker.people.owners import owner_of
 from worker.records import events, ownership
@@ -130,14 +131,16 @@ class Ledger:
         return self.create_many([spec], exclusive=exclusive)[0]
 
     def create_many(
-        self, specs: Sequence[JobSpec], *, exclusive: bool = True
+        self, specs: Sequence[JobSpec], *, exclusive: bool = True, sweep: SweepTag | None = None
     ) -> list[tuple[str, bool]]:
         """`create` for a batch (a sweep), in one atomic script and one round trip: either
         every new job is recorded or, when one of them is refused (RunNameInUse), none is. The
         duplicate guard holds against live and succeeded jobs only (`worker.records.create`)."""
         now = self.clock.time()
         entry = self.entry(JobState.QUEUED, now, "submitted")
-        return create_jobs(self._create, self.keys, now, entry, specs, exclusive=exclusive)
+        return create_jobs(
+            self._create, self.keys, now, entry, specs, exclusive=exclusive, sweep=sweep
+        )
 
     def get(self, job_id: str) -> JobRecord:
         raw = self.r.hgetall(self.keys.job(job_id))

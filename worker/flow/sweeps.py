@@ -1,0 +1,58 @@
+"""A sweep as one unit: its id, the Redis keys that index its points, and reading them.
+
+Every sweep gets an id at submit (`sw` and 12 hex digits, then `.<owner>` under Redis ACLs, as a
+job id: `worker.people`). The creation script (`worker.records.create`) records it on each
+point's record (field `sweep`) and adds each point to the sweep's set of jobs, in the same
+atomic step. An owned sweep's keys live in its owner's namespace (`<prefix>:u:<owner>:...`),
+which the owner's ACL rule lets them write; a plain one's under `<prefix>:sweep:`.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from worker.people.owners import SEPARATOR, owner_of
+
+if TYPE_CHECKING:
+    from redis import Redis
+
+    from worker.records.keys import Keys
+
+
+@dataclass(frozen=True)
+class SweepTag:
+    """What the creation script records of a sweep: its id and its cap (0: none)."""
+
+    sweep_id: str
+    max_parallel: int = 0
+
+
+def new_sweep_id(owner: str | None) -> str:
+    base = "sw" + secrets.token_hex(6)
+    return f"{base}{SEPARATOR}{owner}" if owner else base
+
+
+def sweep_base(keys: Keys, sweep_id: str) -> str:
+    """Hash: the sweep's settings (max_parallel, created_at). Its other keys append to it."""
+    owner = owner_of(sweep_id)
+    if owner:
+        return f"{keys.prefix}:u:{owner}:sweep:{sweep_id}"
+    return f"{keys.prefix}:sweep:{sweep_id}"
+
+
+def sweep_jobs(keys: Keys, sweep_id: str) -> str:
+    """Sorted set: the ids of the sweep's points, by their place in the sweep."""
+    return sweep_base(keys, sweep_id) + ":jobs"
+
+
+def sweep_running(keys: Keys, sweep_id: str) -> str:
+    """Set: the points that hold (or are about to hold) a GPU, from their claim on."""
+    return sweep_base(keys, sweep_id) + ":running"
+
+
+def points_of(r: Redis, keys: Keys, sweep_id: str) -> list[str]:
+    """The ids of the sweep's points in their order, or [] for no such sweep."""
+    raw = r.zrange(sweep_jobs(keys, sweep_id), 0, -1)
+    return [m.decode() if isinstance(m, bytes) else str(m) for m in raw]
