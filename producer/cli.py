@@ -40,6 +40,7 @@ COMMANDS = {
     "clean": "producer.commands.clean",
     "worker": "producer.commands.worker",
     "beat": "producer.commands.worker",
+    "notifier": "producer.commands.notifier",
     "workers": "producer.commands.fleet",
     "drain": "producer.commands.fleet",
     "undrain": "producer.commands.fleet",

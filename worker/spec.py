@@ -67,6 +67,7 @@ class ArtifactDest(BaseModel):
 
 
 Seconds = Annotated[float, Field(gt=0)]
+NotifyEntry = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,31}(:[A-Za-z_,]{0,200})?$")]
 # The seed's known breakages of a uv environment on Colab's image that the VM may repair, only
 # in the VM's environment and only when the job opts in by name (`repairs:`).
 Repair = Literal["torch-cuda", "nccl", "pytest"]
@@ -198,6 +199,9 @@ class JobSpec(BaseModel):
     # Environment variables the wrapper exports before the job script runs (a sweep's values).
     # Never a secret: names that look like one are refused (secrets stay 0600 files on hosts).
     env: dict[str, str] = Field(default_factory=dict)
+    # Who is told of which state changes: `NAME[:STATE,...]`, NAME a target of the notifier
+    # host (`worker.notify`; a webhook's URL stays there), terminal states when none are named.
+    notify: tuple[NotifyEntry, ...] = ()
 
     @field_validator("script")
     @classmethod

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import socket
+from pathlib import Path
 
 from typer.testing import CliRunner
 
@@ -63,3 +64,14 @@ def test_an_action_event_and_retention_trim(ledger: Ledger) -> None:
     assert (e.kind, e.reason, e.actor) == ("drain", "disk full", ledger.identity.actor)
     events.note_action(ledger, "w7", "undrain", "fixed")
     assert [x.job for x in events.read(ledger.r, ledger.keys)] == ["w7", "w7"]
+
+
+def test_notifier_refuses_a_targets_file_others_can_read(
+    env: dict[str, str | None], tmp_path: Path
+) -> None:
+    file = tmp_path / "webhooks"
+    file.write_text("team = https://hooks.example/secret\n")
+    file.chmod(0o644)
+    result = runner.invoke(app, ["notifier"], env={**env, "COLABQ_WEBHOOKS_FILE": str(file)})
+    assert result.exit_code != 0 and "chmod 600" in result.output
+    assert "Traceback" not in result.output and "hooks.example" not in result.output
