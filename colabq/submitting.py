@@ -50,6 +50,7 @@ class SubmitOptions(TypedDict, total=False):
     seconds_per_epoch: float
     resume_from: str
     max_restarts: int
+    notify: str | Sequence[str]
     tracker: Literal["wandb", "mlflow", "none"]
     allow_same_run: bool
 

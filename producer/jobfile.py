@@ -75,6 +75,8 @@ class SubmitOptions(BaseModel):
     tracker: Literal["wandb", "mlflow", "none"] | None = None
     allow_same_run: bool = False
     env: tuple[str, ...] = ()
+    # Who is told of which state changes (`worker.notify`): NAME[:STATE,...] each.
+    notify: tuple[str, ...] = ()
     # The repository shipped to the VM at one commit (`--commit`, else HEAD): fetched from its
     # remote (git) or staged as an archive with the untracked files `include` names (snapshot).
     code: Literal["git", "snapshot"] | None = None
@@ -97,6 +99,11 @@ class SubmitOptions(BaseModel):
     @field_validator("sync", "expect", "waive", "include", "repairs", mode="before")
     @classmethod
     def _list(cls, v: object) -> object:
+        return [v] if isinstance(v, str) else v
+
+    @field_validator("notify", mode="before")
+    @classmethod
+    def _notify(cls, v: object) -> object:
         return [v] if isinstance(v, str) else v
 
     @field_validator("hub_input", "explain", "env", mode="before")

@@ -74,6 +74,7 @@ class SubmitRequest:
     resume_from: str | None = None  # an hf:// URI (resolve a job id first: `resolve_resume`)
     max_restarts: int = 0
     env: Sequence[str] = ()  # NAME=VALUE
+    notify: Sequence[str] = ()  # NAME[:STATE,...] (worker.notify)
     capacity_wait: str | None = None  # a duration; the spec's default when None
     code: CodeSpec | None = None  # the repository shipped (producer.code); its commit is `commit`
 
@@ -267,6 +268,12 @@ def build_spec(req: SubmitRequest, *, now: datetime | None = None) -> JobSpec:
     }
     if len(gpus) > 1:
         fields["gpu_fallback"] = tuple(gpus[1:])
+    if req.notify:
+        from worker.notify.targets import parse_notify
+
+        for text in req.notify:
+            parse_notify(text)  # one line naming what is wrong
+        fields["notify"] = tuple(dict.fromkeys(t.strip() for t in req.notify))
     if req.code is not None:
         fields["code"] = req.code
     if req.capacity_wait is not None:

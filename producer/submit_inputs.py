@@ -69,6 +69,7 @@ def submit_request(
         resume_from=resume.uri if resume else None,
         max_restarts=o.max_restarts,
         env=o.env,
+        notify=o.notify,
         capacity_wait=o.capacity_wait,
     )
 

@@ -162,3 +162,19 @@ def test_targets_file_and_notify_entries(tmp_path: Path) -> None:
         load_targets(file)
     file.chmod(0o600)
     assert "hooks.example" not in repr(load_targets(file))
+
+
+def test_a_job_files_notify_key_reaches_the_spec(tmp_path: Path) -> None:
+    from producer.jobfile import validate
+    from producer.submit import build_spec
+    from producer.submit_inputs import submit_request
+
+    script = tmp_path / "train.sh"
+    script.write_text("echo hi\n")
+    values = {"script": script, "name": "coco-r50", "local_store": tmp_path / "s"}
+    o = validate({**values, "notify": "team:SUCCEEDED"}, "job.yaml")
+    spec = build_spec(submit_request(o, (), {}, lambda: pytest.fail("no ledger")))
+    assert spec.notify == ("team:SUCCEEDED",)
+    bad = validate({**values, "notify": ["team:DONE"]}, "job.yaml")
+    with pytest.raises(UserInputError, match="not a state"):
+        build_spec(submit_request(bad, (), {}, lambda: pytest.fail("no ledger")))
