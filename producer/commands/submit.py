@@ -10,21 +10,15 @@ environment values checks the repository once), and the run-name check once per 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from producer.clictx import JsonOpt, _connect, build_app, err, load_settings, out, queue_for
+from producer.clictx import JsonOpt, _connect, err, load_settings, out
 
 if TYPE_CHECKING:
-    from producer.code.ship import Shipping
-    from producer.preflight.gate import Checked
-    from producer.sweep import Point
-    from worker.records.ledger import Ledger
-    from worker.settings import Settings
-    from worker.spec import JobSpec
+    from producer.submit_flow import Voice
 
 Multi = Annotated[list[str] | None, typer.Option()]
 # Options of this command that are not job keys.
@@ -117,14 +111,6 @@ def submit(
             "repair, in the VM only.",
         ),
     ] = None,
-    notify: Annotated[
-        list[str] | None,
-        typer.Option(
-            help="NAME[:STATE,...]: tell the notifier host's target NAME (a webhook or a "
-            "command hook, `colabq notifier`) of these state changes (default: the terminal "
-            "ones). Repeatable.",
-        ),
-    ] = None,
     idempotency_key: Annotated[
         str | None,
         typer.Option(
@@ -196,8 +182,8 @@ def submit(
     uv.lock current, and the tree clean (unless --waive dirty-tree).
     """
     from producer.code.ship import Shipping
-    from producer.jobfile import is_job_file, merge_flags, read_job_file, validate
-    from producer.sweep import Point, expand, parse_sweep_flags
+    from producer.submit_flow import build_specs, enqueue_points, points_of
+    from producer.submit_report import print_enqueued, print_plan
 
     typed = {
         key: value
@@ -205,171 +191,33 @@ def submit(
         if key not in _NOT_KEYS
         and getattr(ctx.get_parameter_source(key), "name", "") == "COMMANDLINE"
     }
-    if is_job_file(target):
-        fields, grid = read_job_file(target)
-        where = f"Job file '{target}'" if not typed else f"Job file '{target}' with flags"
-    else:
-        fields, grid, where = {"script": str(target)}, {}, "command line"
-    fields = merge_flags(fields, typed)
-    grid = {**grid, **parse_sweep_flags(sweep or ())}
-    opts = validate(fields, where)
-    if opts.script is None:
-        raise _input_error(f"{where}: name the job's script (script: train.sh).")
-    if not opts.name:
-        raise _input_error("Name the run: --name (or name: in the job file).")
-    points = expand(opts.model_dump(), grid, where) if grid else [Point(opts, ())]
+    points = points_of(target, typed, sweep_flags=sweep or ())
     settings = load_settings()
     # Redis first: a broker that is down is said before minutes of checks (a dry run needs none).
     ledger = None if dry_run else _connect(settings)
     shipping = Shipping()
-    specs = _build(points, settings, shipping, as_json=as_json)
+    specs = build_specs(points, settings, shipping, _voice(as_json=as_json)).specs
     if ledger is None:
-        _print_plan(points, specs, settings, shipping, as_json=as_json)
+        print_plan(points, specs, settings.queue_prefix, shipping, as_json=as_json)
         return
     shipping.stage(settings)  # every check passed: the snapshot goes where the VM fetches it
-    _enqueue(points, specs, settings, ledger, shipping, as_json=as_json)
-
-
-def _input_error(message: str) -> Exception:
-    from worker.errors import UserInputError
-
-    return UserInputError(message)
-
-
-def _build(
-    points: Sequence[Point], settings: Settings, shipping: Shipping, *, as_json: bool
-) -> list[JobSpec]:
-    """Every point's spec, pre-flighted. Raises before anything is written."""
-    import dataclasses
-    import os
-
-    from producer.clictx import LazySettings
-    from producer.eta_history import epochs_of, ledger_measurer
-    from producer.job_tracker import job_tracker
-    from producer.preflight.gate import PreflightFailed, gate
-    from producer.preflight.report import validate_waivers
-    from producer.submit import build_spec, check_output_repo, destination_of
-    from producer.submit_inputs import code_asked, preflight_group, preflight_inputs
-    from producer.submit_inputs import submit_request as request_of
-
-    specs: list[JobSpec] = []
-    gates: dict[tuple[Any, ...], Checked] = {}
-    repos_seen: dict[str, str] = {}
-    trackers: dict[tuple[Any, ...], tuple[str | None, str | None]] = {}
-    resumes: dict[str, Any] = {}
-    lazy = LazySettings(settings)
-    measurer = ledger_measurer(lazy)
-    _one_commit(points)
-    # Every point is validated before any is pre-flighted: a bad value is said at once.
-    built = []
-    for point in points:
-        waivers = tuple(sorted(validate_waivers(point.options.waive)))
-        request = request_of(point.options, waivers, resumes, lambda: _connect(settings))
-        asked = code_asked(point.options)
-        if (state := shipping.survey(asked)) is not None:
-            code = shipping.code_spec(state, asked, destination_of(request))
-            request = dataclasses.replace(request, code=code)
-        built.append((point.options, waivers, build_spec(request), state))
-    for o, waivers, spec, state in built:
-        inputs = preflight_inputs(o, waivers)
-        group = preflight_group(inputs)
-        if group not in gates:
-            gates[group] = gate(
-                inputs,
-                console=out,
-                as_json=as_json,
-                measure_epoch_s=measurer,
-                settings=lazy,
-                code=state,
-            )
-        elif (failed := _run_name_failed(o.name or "", waivers)) is not None:
-            raise PreflightFailed([failed])
-        checked = gates[group]
-        dest = spec.artifact.model_dump_json()
-        if dest not in repos_seen:
-            repos_seen[dest] = check_output_repo(spec, settings)
-            if not as_json and len(repos_seen) == 1:
-                out.print(f"output repo: {repos_seen[dest]}", markup=False)
-        key = (o.tracker, o.repo_dir.resolve(), checked.launch_script)
-        if key not in trackers:
-            trackers[key] = job_tracker(o.tracker, key[1], checked.launch_script, os.environ)
-        tracker_name, tracker_project = trackers[key]
-        # The digest changes with the clock (the ETA's end time), so it must not enter the
-        # idempotency key: it joins the spec after `build_spec` computed the key.
-        spec = spec.model_copy(
-            update={
-                "preflight_digest": checked.report.digest,
-                "config": checked.config.as_posix() if checked.config else None,
-                "epochs": epochs_of(o.repo_dir.resolve(), checked.config, o.epochs),
-                "tracker": tracker_name,
-                "tracker_project": tracker_project,
-            }
-        )
-        specs.append(spec)
-    return specs
-
-
-def _one_commit(points: Sequence[Point]) -> None:
-    """A sweep ships one commit: with code, every point names the same repository and commit."""
-    from producer.submit_inputs import code_asked
-
-    asked = {code_asked(p.options) for p in points}
-    if len(asked) > 1 and any(a.code for a in asked):
-        raise _input_error(
-            "A sweep ships one commit: commit and repo_dir cannot be swept with code: (submit "
-            "each commit on its own)."
-        )
-
-
-def _run_name_failed(name: str, waivers: Sequence[str]) -> str | None:
-    from producer.preflight.report import CheckName, Verdict
-    from producer.preflight.run_name import check_run_name
-
-    finding = check_run_name(name)
-    failed = finding.verdict is Verdict.FAIL and CheckName.RUN_NAME.value not in waivers
-    if failed:
-        err.print(f"colabq: run name: {finding.saw}", markup=False, highlight=False)
-    return CheckName.RUN_NAME.value if failed else None
-
-
-def _print_plan(
-    points: Sequence[Point],
-    specs: Sequence[JobSpec],
-    settings: Settings,
-    shipping: Shipping,
-    *,
-    as_json: bool,
-) -> None:
-    from producer.submit_report import print_plan
-
-    print_plan(points, specs, settings.queue_prefix, shipping, as_json=as_json)
-
-
-def _enqueue(
-    points: Sequence[Point],
-    specs: Sequence[JobSpec],
-    settings: Settings,
-    ledger: Ledger,
-    shipping: Shipping,
-    *,
-    as_json: bool,
-) -> None:
-    from producer.submit import enqueue_many
-    from producer.submit_report import print_enqueued
-    from worker.records.fleet import count_serving
-
-    allow = points[0].options.allow_same_run
-    results = enqueue_many(
-        specs, ledger, build_app(settings), settings.queue_prefix, allow_same_run=allow
-    )
-    queues = sorted({queue_for(s.gpu, settings.queue_prefix) for s in specs})
-    served = {q: count_serving(ledger.r, ledger.keys, q) for q in queues}
-    warnings = [
-        f"no live worker serves {q}: the job waits until one starts (`colabq workers`)"
-        for q, n in served.items()
-        if not n
-    ]
+    sent = enqueue_points(points, specs, settings, ledger)
     print_enqueued(
-        points, specs, results, served, warnings, settings.queue_prefix, ledger, shipping,
-        as_json=as_json,
+        points, specs, sent.results, sent.served, sent.warnings, settings.queue_prefix, ledger,
+        shipping, as_json=as_json,
     )  # fmt: skip
+
+
+def _voice(*, as_json: bool) -> Voice:
+    """What the command prints while it checks: each pre-flight report, the output repo
+    checked (not with --json), a sweep point's failed run name (on stderr)."""
+    from producer.submit_flow import Voice
+
+    def output_repo(text: str) -> None:
+        if not as_json:
+            out.print(f"output repo: {text}", markup=False)
+
+    def run_name_failed(saw: str) -> None:
+        err.print(f"colabq: run name: {saw}", markup=False, highlight=False)
+
+    return Voice(out, as_json, output_repo, run_name_failed)
