@@ -75,3 +75,10 @@ def test_notifier_refuses_a_targets_file_others_can_read(
     result = runner.invoke(app, ["notifier"], env={**env, "COLABQ_WEBHOOKS_FILE": str(file)})
     assert result.exit_code != 0 and "chmod 600" in result.output
     assert "Traceback" not in result.output and "hooks.example" not in result.output
+
+
+def test_a_restored_record_is_an_event(ledger: Ledger) -> None:
+    spec = make_spec()
+    assert ledger.restore(spec, "tok", S.RUNNING, ttl_s=60)
+    (e,) = events.read(ledger.r, ledger.keys, job=spec.job_id)
+    assert (e.kind, e.src, e.dst) == ("state", "", "running") and "restored" in e.reason

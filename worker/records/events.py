@@ -6,7 +6,8 @@ An entry's fields: `job` (a job id, or a worker's name for a drain), `kind` (`st
 change, else the action), `from` (the state it left, `state` only) and `e`, the JSON of a history
 entry (`record.history_entry`: state, at, reason, actor, host[, action]). A state change's event
 is appended in the very script or transaction that writes its history entry (the create, claim
-and put-back scripts, `Ledger.transition`), so no change is ever without its event.
+and put-back scripts, `Ledger.transition`, a record's restore), so no change is ever without its
+event.
 
 Retention: a Python append trims the stream by MINID to now minus the ledger's retention (the
 job records' own); the scripts' appends do not (every job's terminal transition trims).

@@ -15,6 +15,7 @@ import enum
 from typing import TYPE_CHECKING, Any
 
 from worker.people.owners import owner_of
+from worker.records import events
 from worker.records.record import MAY_HOLD, check_fields
 from worker.records.txn import watched
 from worker.spec import JobSpec, destination, encode_spec
@@ -151,7 +152,9 @@ def restore(
                      "reason": reason, "created_at": repr(created),
                      "updated_at": repr(now), **fields},
         )  # fmt: skip
-        pipe.rpush(k.history(spec.job_id), ledger.entry(state, now, reason))
+        entry = ledger.entry(state, now, reason)
+        pipe.rpush(k.history(spec.job_id), entry)
+        events.append(pipe, k, ledger.retention_s, spec.job_id, events.STATE, "", entry)
         pipe.zadd(k.jobs(), {spec.job_id: created})
         if state not in TERMINAL:
             pipe.sadd(k.active(), spec.job_id)
