@@ -101,6 +101,18 @@ def test_opted_in_repairs_fix_the_venv_only(
     assert git(project.root, "status", "--porcelain") == ""
 
 
+@pytest.fixture(scope="module")
+def synced_by_cuda(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> dict[str, tuple[UvProject, dict[str, str]]]:
+    made = {}
+    for cuda in ("12.4", "12.8"):
+        tmp = tmp_path_factory.mktemp(f"torch-{cuda}")
+        project = build_uv_project(tmp / "p", torch_cuda=cuda)
+        made[cuda] = (project, synced(project, tmp))
+    return made
+
+
 @pytest.mark.parametrize(
     ("torch_cuda", "driver", "named"),
     [
@@ -111,10 +123,15 @@ def test_opted_in_repairs_fix_the_venv_only(
     ],
 )
 def test_torch_cuda_is_named_only_when_torch_is_newer_than_the_driver(
-    tmp_path: Path, torch_cuda: str, driver: str | None, named: list[tuple[str, str | None]]
+    tmp_path: Path,
+    synced_by_cuda: dict[str, tuple[UvProject, dict[str, str]]],
+    torch_cuda: str,
+    driver: str | None,
+    named: list[tuple[str, str | None]],
 ) -> None:
-    project = build_uv_project(tmp_path / "p", torch_cuda=torch_cuda)
-    env = synced(project, tmp_path)
+    # None of these cases changes the environment (nothing is named, or no build can repair
+    # it), so each torch build's project is synced once for all of them.
+    project, env = synced_by_cuda[torch_cuda]
     tool = smi(tmp_path, driver) if driver else tmp_path / "no-nvidia-smi"
     report = check(project, env, tool, "torch-cuda")
     assert report["driver_cuda"] == driver
