@@ -46,6 +46,7 @@ COMMANDS = {
     "undrain": "producer.commands.fleet",
     "flower": "producer.commands.flower",
     "doctor": "producer.commands.doctor",
+    "usage": "producer.commands.usage",
     "janitor": "producer.commands.janitor",
     "adopt": "producer.commands.adopt",
     "acl": "producer.commands.acl",

@@ -131,7 +131,7 @@ def login_row(driver: ColabCli, settings: Settings) -> Row:
         f"logged in; balance {usage.balance_units:.2f} compute units, "
         f"{usage.rate_per_hour:.2f}/hr, {usage.active_assignments} active assignment(s)"
     )
-    floor = settings.budget_floor_units
+    floor = settings.budget_floor_for(settings.account)
     if usage.balance_units <= floor:
         todo = "top up the account: colabq never buys units, and refuses to allocate at the floor"
         return Row(check, Status.WARN, f"{detail}: at or below the floor {floor:.2f}", todo)

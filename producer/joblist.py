@@ -30,7 +30,7 @@ from worker.utils import parse_duration_s
 
 SUMMARY_FIELDS = (
     "state", "run_name", "gpu", "user", "worker", "created_at", "updated_at", "held_s",
-    "held_since",
+    "held_since", "account",
 )  # fmt: skip
 DAMAGED = "damaged"
 _STATE_VALUES = frozenset(s.value for s in JobState)

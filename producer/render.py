@@ -24,7 +24,6 @@ if TYPE_CHECKING:
     from rich.text import Text
 
     from producer.joblist import JobRow, Listing
-    from worker.janitor.run import JanitorReport
     from worker.records.record import HistoryEntry, JobRecord
 
 _STYLE = {
@@ -154,6 +153,7 @@ def row_json(row: JobRow, short_id: str, now: float) -> dict[str, Any]:
         "state": row.state_value,
         "gpu": row.gpu,
         "worker": row.worker or None,
+        "account": row.fields.get("account"),
         "elapsed_s": _rounded(row.elapsed_s(now)),
         "cu": _rounded(row.cu(now), 4),
         "held_s": _rounded(held),
@@ -224,6 +224,7 @@ def job_detail(
         ("reason", shown_reason(rec, time.time() if now is None else now)),
         ("submitted by", rec.get("user") or s.submitted_by or "-"),
         ("worker", rec.get("worker") or "-"),
+        ("colab account", rec.get("account") or "-"),
         ("session", rec.get("session") or "-"),
         ("endpoint", rec.get("endpoint") or "-"),
         ("limits", limits_text(s)),
@@ -272,6 +273,7 @@ def final_report(report: dict[str, Any]) -> Table:
         "limits",
         "artifacts",
         "verification",
+        "account",
         "runtime",
         "duration",
         "compute_units",
@@ -316,6 +318,7 @@ def job_json(
         "id": rec.job_id,
         "run": rec.spec.run_name,
         "worker": rec.get("worker"),
+        "account": rec.get("account"),
         "user": rec.get("user") or rec.spec.submitted_by or None,
         "elapsed_s": c["elapsed_s"],
         "held_s": c["held_s"],
@@ -354,26 +357,6 @@ def job_json(
     }
 
 
-def janitor_table(report: JanitorReport) -> RenderableType:
-    """What a janitor pass saw, did (or would do) and left alone, and why."""
-    from rich.console import Group
-    from rich.table import Table
-    from rich.text import Text
-
-    if not report.ran:
-        return Text("Another janitor pass holds the lock; nothing done.")
-    mode = "dry run: nothing changed, no remote call" if report.dry_run else "acted"
-    account = "" if report.account_measured else "; the account was not listed"
-    table = Table(title=f"janitor ({mode}{account})", title_justify="left")
-    for col in ("kind", "subject", "seen", "did", "why"):
-        table.add_column(col, overflow="fold")
-    for r in report.rows:
-        table.add_row(r.kind, r.subject, r.seen, r.did, r.why)
-    if not report.rows:
-        return Group(table, Text("Nothing to reconcile."))
-    return table
-
-
 def workers_table(rows: list[dict[str, Any]], now: float) -> RenderableType:
     """The live workers, one row each (`producer.commands.fleet.worker_row`): a drained one
     with its reason, since when and its host failures in a row."""
@@ -382,8 +365,13 @@ def workers_table(rows: list[dict[str, Any]], now: float) -> RenderableType:
 
     if not rows:
         return Text("No live worker. Start one: `colabq worker --gpu T4`.")
-    table = Table(title=f"{len(rows)} live worker(s)", title_justify="left")
-    for col in ("worker", "host", "GPUs", "state", "job", "last beat"):
+    # Their Colab accounts: in the title when they share one, else a column.
+    accounts = sorted({str(r.get("account") or "-") for r in rows})
+    one = f", Colab account {accounts[0]}" if len(accounts) == 1 and accounts != ["-"] else ""
+    table = Table(title=f"{len(rows)} live worker(s){one}", title_justify="left")
+    cols = ("worker", "host", *(("account",) if len(accounts) > 1 else ()), "GPUs", "state",
+            "job", "last beat")  # fmt: skip
+    for col in cols:
         table.add_column(col, overflow="fold")
     for r in rows:
         state = str(r["state"]).upper()  # as a job's state in a table; `--json` has the value
@@ -391,8 +379,9 @@ def workers_table(rows: list[dict[str, Any]], now: float) -> RenderableType:
             since = max(0.0, now - float(r["drained_since"] or now))
             how = "by hand" if r["drained_by_hand"] else f"{r['failures_in_row']} failure(s)"
             state = f"DRAINED {since:.0f}s ({how}): {r['drain_reason']}"
+        account = (str(r.get("account") or "-"),) if len(accounts) > 1 else ()
         table.add_row(
-            str(r["name"]), str(r["host"]), ",".join(r["gpus"]) or "-", state,
+            str(r["name"]), str(r["host"]), *account, ",".join(r["gpus"]) or "-", state,
             str(r["job_id"] or "-"), f"{max(0.0, now - float(r['beat_at'])):.0f}s ago",
         )  # fmt: skip
     return table

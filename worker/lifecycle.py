@@ -1,6 +1,7 @@
 """A worker process's start and stop, as Celery's signals: refuse to start on a host that would
-fail every job, take back the jobs it owned before it died, publish its card (`colabq
-workers`), run its fleet duties (`worker.fleet.prober`), and withdraw them when it stops.
+fail every job (or whose Colab login is not its account), take back the jobs it owned before it
+died, publish its card (`colabq workers`), run its fleet duties (`worker.fleet.prober`) and its
+account's janitor duty (`worker.janitor.duty`), and withdraw them when it stops.
 
 Imported by the worker when it starts (`worker.celery_app.WORKER_MODULES`, Celery's `include`),
 never by the app's module; the heavy pieces are imported inside the handlers.
@@ -22,12 +23,18 @@ from worker.tasknames import ADOPT, RUN_JOB
 def _refuse_unless_ready(sender: Any, **_: Any) -> None:
     """A host that would fail every job it takes (no `colab`, a wrong version, no account, an
     unwritable state dir, a bad token file) refuses to start, in one line."""
-    from worker.session.checks import worker_host_problem
+    from worker.session.checks import worker_host_check
 
-    problem = worker_host_problem(load_settings())
-    if problem is not None:
-        print(f"colabq worker: not starting: {problem}", file=sys.stderr, flush=True)
+    settings = load_settings()
+    check = worker_host_check(settings)
+    if check.problem is not None:
+        print(f"colabq worker: not starting: {check.problem}", file=sys.stderr, flush=True)
         os._exit(2)  # before Celery consumes anything; no traceback for a known problem
+    if settings.account is None and check.account is not None:
+        # The account checked now is the one this worker records on every job it runs: its
+        # pool processes fork from here and read it as their setting (one whoami per worker,
+        # not one per job; a drained worker's probe compares the login with it again).
+        os.environ["COLABQ_ACCOUNT"] = check.account
 
 
 @worker_ready.connect  # type: ignore[untyped-decorator]
@@ -67,7 +74,7 @@ def _publish_card(sender: Any, **_: Any) -> None:
     card = WorkerCard(
         name=sender.hostname, host=socket.gethostname(),
         gpus=tuple(q.removeprefix(gpu_prefix).upper() for q in queues), queues=queues,
-        job_id=None, beat_at=now, started_at=now,
+        job_id=None, beat_at=now, started_at=now, account=settings.account or "",
     )  # fmt: skip
 
     def current_job() -> str | None:
@@ -88,8 +95,8 @@ _prober: Any = None
 
 
 def _start_prober(sender: Any, settings: Settings, queues: tuple[str, ...]) -> None:
-    """The worker's fleet duties (`worker.fleet.prober`): due capacity retries sent, and a
-    drained worker probed until healthy."""
+    """The worker's fleet duties (`worker.fleet.prober`): due capacity retries sent, a
+    drained worker probed until healthy, and its account's janitor duty."""
     global _prober
     from celery.utils.nodenames import worker_direct
 
@@ -102,11 +109,29 @@ def _start_prober(sender: Any, settings: Settings, queues: tuple[str, ...]) -> N
         sender.app.send_task(ADOPT, args=[job_id], queue=worker_direct(sender.hostname))
 
     ledger = build_ledger(settings, retry_s=0)
+    duty = _janitor_duty(sender, settings, ledger)
     _prober = Prober(
         sender.app, settings, ledger, sender.hostname, queues, worker_host_problem,
         orphans=lambda: find_orphaned(settings, handed_over=False), adopt=adopt,
+        duty=duty.tick if duty is not None else lambda now: None,
     )  # fmt: skip
     _prober.start()
+
+
+def _janitor_duty(sender: Any, settings: Settings, ledger: Any) -> Any:
+    """The account's janitor duty (`worker.janitor.duty`): this worker runs its account's pass
+    where no beat or other host has lately."""
+    from worker.janitor.duty import JanitorDuty
+    from worker.janitor.run import janitor_pass
+    from worker.janitor.wiring import build_janitor_deps
+
+    if settings.account is None:
+        return None  # a worker always has one (checked at start): nothing to reconcile without
+    deps = build_janitor_deps(settings, ledger, send_with=lambda: sender.app)
+    return JanitorDuty(
+        ledger, sender.hostname, settings.account, settings.janitor_interval_s,
+        lambda within_s: janitor_pass(deps, dry_run=False, unless_ran_within_s=within_s),
+    )  # fmt: skip
 
 
 @worker_shutdown.connect  # type: ignore[untyped-decorator]

@@ -159,6 +159,13 @@ class Settings(BaseSettings):
     poison_hosts: int = Field(default=3, ge=1)
     # Allocation is refused (FAILED_BUDGET, nothing allocated) at or below this balance.
     budget_floor_units: float = Field(default=0.0, ge=0)
+    # The Colab account (the Google login `colab whoami` prints) of this host's CLI: a worker on
+    # another login does not start; unset, it is whatever whoami says. Every job a worker runs
+    # records it, and only hosts of a job's account act on its VM (`worker.accounts`).
+    account: str | None = None
+    # Budget floors per account, JSON (`{"a@example.com": 10}`); an account not named here has
+    # `budget_floor_units`.
+    budget_floors: dict[str, float] = Field(default_factory=dict)
     # The wrapper on the VM rewrites its heartbeat file this often; a heartbeat older than
     # `vm_heartbeat_stale_s` means nothing runs there any more.
     vm_heartbeat_s: float = Field(default=5.0, gt=0)
@@ -205,6 +212,22 @@ class Settings(BaseSettings):
         if url is not None and (problem := redis_master_name_problem(url, v)):
             raise ValueError(problem)  # (an invalid redis_url is reported as itself)
         return v
+
+    @field_validator("account")
+    @classmethod
+    def _account(cls, v: str | None) -> str | None:
+        from worker.accounts.names import account_name
+
+        return account_name(v) if v and v.strip() else None  # empty: unset
+
+    @field_validator("budget_floors")
+    @classmethod
+    def _floors(cls, v: dict[str, float]) -> dict[str, float]:
+        from worker.accounts.names import account_name
+
+        if any(floor < 0 for floor in v.values()):
+            raise ValueError('a floor is negative; write {"ACCOUNT": UNITS} with UNITS >= 0')
+        return {account_name(k): float(floor) for k, floor in v.items()}
 
     @field_validator("session_prefix")
     @classmethod
@@ -274,6 +297,10 @@ class Settings(BaseSettings):
             except QuietWindowError as exc:
                 raise ValueError(str(exc)) from None
         return windows
+
+    def budget_floor_for(self, account: str | None) -> float:
+        """The balance at or below which `account`'s worker allocates nothing."""
+        return self.budget_floors.get(account or "", self.budget_floor_units)
 
     def hub_endpoint(self) -> str | None:
         """The Hub the producer commands talk to: COLABQ_HF_ENDPOINT, else HF_ENDPOINT as

@@ -250,12 +250,18 @@ def run_job_task(self: Any, payload: str) -> dict[str, Any]:
 
 def adopt_task(self: Any, job_id: str) -> dict[str, Any]:
     """A restarted worker takes back a job it owned before it died, and finishes it."""
+    from worker.accounts.login import AccountMismatch
+
     ctx = worker_context()
     hostname = getattr(self.request, "hostname", None) or socket.gethostname()
-    outcome = adopt_job(
-        job_id, ctx.settings, ctx.ledger,
-        worker_name=hostname, on_state=_flower(self), beat_ledger=ctx.beat_ledger,
-    )  # fmt: skip
+    try:
+        outcome = adopt_job(
+            job_id, ctx.settings, ctx.ledger,
+            worker_name=hostname, on_state=_flower(self), beat_ledger=ctx.beat_ledger,
+        )  # fmt: skip
+    except AccountMismatch as exc:  # its VM is on another account: that account's hosts' job
+        log.warning("not adopting %s: %s", job_id, exc.advice())
+        return {"state": "skipped", "reason": exc.advice()}
     if outcome is None:
         return {"state": "skipped", "reason": "over, or owned by a live owner"}
     return _ended(

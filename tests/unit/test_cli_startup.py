@@ -34,7 +34,7 @@ PROBE = """
 import json, os, sys
 
 JOBS = [b"%016x" % i for i in range(int(os.environ.get("PROBE_JOBS", "0")))]
-ROW = [b"running", b"run-x", b"T4", b"me@host", b"celery@w", b"1.0", b"2.0", None, None]
+ROW = [b"running", b"run-x", b"T4", b"me@host", b"celery@w", b"1.0", b"2.0", None, None, None]
 
 class Pipe:
     def __init__(self): self.replies = []

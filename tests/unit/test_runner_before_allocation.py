@@ -149,6 +149,13 @@ CASES = [
         colab={"balance": 5.0},
         settings={"budget_floor_units": 5.0},
     ),
+    # The floor of this worker's account (COLABQ_BUDGET_FLOORS) wins over the host's default.
+    Case(
+        "balance at its account's floor",
+        S.FAILED_BUDGET,
+        colab={"balance": 9.0},
+        settings={"account": "a@x.org", "budget_floors": {"a@x.org": 10.0, "b@x.org": 1.0}},
+    ),
     Case("token file mode 0644", S.QUEUED, token_mode=0o644),
     Case("token file empty", S.QUEUED, token_mode=0o600, token_text=""),
     Case("token file over 16 KiB", S.QUEUED, token_mode=0o600, token_text="x" * 17000),

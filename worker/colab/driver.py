@@ -45,6 +45,7 @@ from worker.colab.parse import (
     parse_upload,
     parse_usage,
     parse_version,
+    parse_whoami,
 )
 from worker.errors import (
     CliCall,
@@ -245,6 +246,11 @@ class ColabCli:
     def usage(self) -> Usage:
         call = self._checked(["usage"])
         return parse_usage(call.stdout, call=call)
+
+    def whoami(self) -> str:
+        """The email of the Google account the CLI is logged in as (hidden `colab whoami`)."""
+        call = self._checked(["whoami"])
+        return parse_whoami(call.stdout, call=call)
 
     def new(self, name: str, gpu: str, high_mem: bool) -> None:
         _check_name(name)

@@ -98,6 +98,9 @@ _USAGE_LINES = (
     re.compile(r"Active assignments: (?P<value>\d+)"),
 )
 _VERSION = re.compile(r"Version: (?P<version>\S+)")
+# `whoami` (hidden): `Email:` padded to the other labels' column; tokeninfo without the email
+# scope prints `<unavailable: token has no userinfo.email scope>` there.
+_WHOAMI_EMAIL = re.compile(r"Email: +(?P<email>\S+@\S+)")
 _UPLOADED = re.compile(r"\[colab\] Uploaded '.*' to '.*'")
 _DOWNLOADED = re.compile(r"\[colab\] Downloaded '.*' to '.*'")
 _NO_SERVER_SESSIONS = "[colab] No active sessions found on server."
@@ -166,6 +169,15 @@ def parse_usage(stdout: str, *, call: CliCall | None = None) -> Usage:
     if balance is None or rate is None or count is None:
         raise _unrecognised("usage", stdout, call)
     return Usage(float(balance["value"]), float(rate["value"]), int(count["value"]))
+
+
+def parse_whoami(stdout: str, *, call: CliCall | None = None) -> str:
+    """The login's email (lower case: Google's addresses are not case-sensitive)."""
+    lines = output_lines(stdout)
+    found = [m for line in lines if (m := _WHOAMI_EMAIL.fullmatch(line))]
+    if len(found) != 1 or not lines[0].startswith("Auth provider: "):
+        raise _unrecognised("whoami", stdout, call)
+    return found[0]["email"].lower()
 
 
 def parse_new(stdout: str, name: str, *, call: CliCall | None = None) -> None:
@@ -314,6 +326,8 @@ def classify_failure(call: CliCall) -> ColabError:
         ("[colab] Local file '", UploadFailed),
         ("[colab] Download failed: File or directory not found:", RemotePathNotFound),
         ("[colab] Download failed:", DownloadFailed),
+        ("[colab] whoami: tokeninfo request failed:", ColabTransportError),
+        ("[colab] whoami:", ColabNotAuthenticated),  # refused by tokeninfo, or no token
         ("[colab] Error: File or directory not found:", RemotePathNotFound),
     )
     for prefix, error_type in known:

@@ -8,7 +8,8 @@
   jobs again; still broken, the next probe backs off. A manual drain waits for `undrain`;
 - a job whose owner died under the worker (its pool process killed: Celery replaces the
   process, not the job) is taken back: an adoption sent to the worker's own queue, as a
-  restarted worker does for its own jobs.
+  restarted worker does for its own jobs;
+- its account's janitor duty (`worker.janitor.duty`) is started when due.
 """
 
 from __future__ import annotations
@@ -50,10 +51,11 @@ class Prober:
         tick_s: float = 1.0,
         orphans: Callable[[], list[str]] = list,
         adopt: Callable[[str], None] = lambda job_id: None,
+        duty: Callable[[float], object] = lambda now: None,
     ) -> None:
         self.app, self.settings, self.ledger, self.name = app, settings, ledger, name
         self.queues, self.probe, self.tick_s = tuple(queues), probe, tick_s
-        self.orphans, self.adopt = orphans, adopt
+        self.orphans, self.adopt, self.duty = orphans, adopt, duty
         self.adopted: dict[str, float] = {}
         self.scanned_at = float("-inf")
         self.consuming = True
@@ -75,6 +77,7 @@ class Prober:
     def tick(self, now: float) -> None:
         self.send_due(now)
         self.take_back(now)
+        self.duty(now)
         h = health.read(self.ledger.r, self.ledger.keys, self.name)
         if h is None:
             if not self.consuming:

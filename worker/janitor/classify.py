@@ -1,15 +1,16 @@
 """What a janitor pass finds, as pure functions of what it read and the time.
 
 Jobs: an owner that died is adopted (its host and watchdog are gone too: its lease expired and
-its watchdog missed its beats, `beats`) or, once its watchdog released the session, settled from
-what was recorded; a RETAINED job whose owner died is adopted whatever its watchdog does (the
-adopter recovers the only copy of its results, then releases the VM); a QUEUED job whose
-claimant is gone (owner set, no lock) has its claim cleared and is sent again; a QUEUED job no
-queue holds is sent again, once. Assignments on the account: **live** (their job's owner or
-watchdog lives), **colabq's orphan** (recorded on a job that is over, or whose owners are all
-dead, and seen longer than the grace period: stopped), **unknown** (no colabq record: never
-stopped, reported with how long it has been seen). Finding is kept apart from acting
-(`run.py`); nothing here has a side effect.
+its watchdog missed its beats, `beats`) by a janitor of the job's Colab account only (another
+account's janitor settles it from what the store proves, or leaves it), or, once its watchdog
+released the session, settled from what was recorded; a RETAINED job whose owner died is adopted
+whatever its watchdog does (the adopter recovers the only copy of its results, then releases the
+VM); a QUEUED job whose claimant is gone (owner set, no lock) has its claim cleared and is sent
+again; a QUEUED job no queue holds is sent again, once. Assignments on the account: **live**
+(their job's owner or watchdog lives), **colabq's orphan** (recorded on a job that is over, or
+whose owners are all dead, and seen longer than the grace period: stopped), **unknown** (no
+colabq record: never stopped, reported with how long it has been seen). Finding is kept apart
+from acting (`run.py`); nothing here has a side effect.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
+from worker.accounts.names import same_account
 from worker.colab.parse import ServerSession
 from worker.janitor.snapshot import JobView, Snapshot
 from worker.states import TERMINAL, JobState
@@ -25,6 +27,9 @@ from worker.states import TERMINAL, JobState
 
 class Do(StrEnum):
     SETTLE = "settle"
+    # Settle only from what the store proves (the VM is on an account this janitor does not
+    # hold: it never acts on it), else leave it to a janitor of that account.
+    SETTLE_STORED = "settle from the store"
     ADOPT = "adopt"
     RESEND = "send again"
     UNCLAIM = "clear dead claim"
@@ -62,8 +67,11 @@ def find_job_findings(
     watchdog_stale_s: float,
     stranded_grace_s: float,
     queued_ids: set[str] | None,
+    me: str | None = None,
 ) -> list[Finding]:
-    """`queued_ids`: jobs whose message waits in a queue (None: not measured)."""
+    """`queued_ids`: jobs whose message waits in a queue (None: not measured). `me`: the Colab
+    account of this janitor's host (None: unknown); a job of another account is never adopted
+    here (`worker.accounts`)."""
     out = []
     for job in snap.jobs:
         seen = job.state.name if job.state else "no record"
@@ -81,7 +89,7 @@ def find_job_findings(
         elif job.state is JobState.QUEUED:
             out += _queued(job, snap.now, stranded_grace_s, queued_ids)
         elif not job.lock_held:
-            out.append(_ownerless(job, snap.now, watchdog_stale_s))
+            out.append(_ownerless(job, snap.now, watchdog_stale_s, me))
     return out
 
 
@@ -116,12 +124,14 @@ def _queued(job: JobView, now: float, grace_s: float, queued_ids: set[str] | Non
     return [Finding(Do.RESEND, "job", job.job_id, job.job_id, "QUEUED", why)]
 
 
-def _ownerless(job: JobView, now: float, stale_s: float) -> Finding:
+def _ownerless(job: JobView, now: float, stale_s: float, me: str | None) -> Finding:
     seen = job.state.name if job.state else "?"
     if job.gone_verified:
         return Finding(
             Do.SETTLE, "job", job.job_id, job.job_id, seen, "owner gone; session verified gone"
         )
+    if not same_account(job.account, me):
+        return _foreign(job, now, stale_s, me)
     if job.state is JobState.RETAINED:
         why = (
             "owner gone; its VM holds the only copy of the results: adopt it to recover them "
@@ -139,6 +149,26 @@ def _ownerless(job: JobView, now: float, stale_s: float) -> Finding:
         return Finding(Do.LEAVE, "job", job.job_id, job.job_id, seen, why)
     why = "owner and watchdog gone (its host is lost): adopt it and finish it from here"
     return Finding(Do.ADOPT, "job", job.job_id, job.job_id, seen, why)
+
+
+def _foreign(job: JobView, now: float, stale_s: float, me: str | None) -> Finding:
+    """A dead owner's job whose VM is on another account than this janitor's: its `colab
+    sessions` and `colab status` cannot see that VM (not listed is not lost), so nothing here
+    acts on it."""
+    seen = job.state.name if job.state else "?"
+    mine = f"this janitor is of {me}" if me else "this janitor's account is unknown"
+    left = f"left for a janitor of {job.account} ({mine})"
+    if job.state is JobState.RETAINED:
+        why = f"owner gone; its VM on {job.account} holds the only copy of the results: {left}"
+        return Finding(Do.LEAVE, "job", job.job_id, job.job_id, seen, why)
+    if watchdog_alive(job, now, stale_s):
+        why = f"owner gone; its watchdog keeps the caps; its VM is on {job.account}: {left}"
+        return Finding(Do.LEAVE, "job", job.job_id, job.job_id, seen, why)
+    why = (
+        f"owner and watchdog gone; its VM is on {job.account}: settled if the store proves how "
+        f"it ended, else {left}"
+    )
+    return Finding(Do.SETTLE_STORED, "job", job.job_id, job.job_id, seen, why)
 
 
 def find_account_findings(

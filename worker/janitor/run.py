@@ -9,6 +9,7 @@ tracker runs still "running" are closed (`ghosts`), those of jobs this pass sett
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
@@ -18,7 +19,7 @@ from worker.errors import ColabqError
 from worker.janitor.beats import watchdog_lost_after_s
 from worker.janitor.classify import Do, Finding, find_account_findings, find_job_findings
 from worker.janitor.ghosts import check_runs
-from worker.janitor.settle import Verifier, settle_job, settle_outcome
+from worker.janitor.settle import Verifier, settle_from_store, settle_job, settle_outcome
 from worker.janitor.snapshot import (
     JobView,
     TrackedRun,
@@ -50,20 +51,25 @@ class JanitorReport:
     dry_run: bool
     rows: tuple[Row, ...] = ()
     account_measured: bool = False
+    account: str | None = None  # the Colab account whose pass this is (None: unknown)
+    skipped: str = "another janitor pass holds the lock; skipped"  # why, when not `ran`
 
     def lines(self) -> list[str]:
         if not self.ran:
-            return ["another janitor pass holds the lock; skipped"]
+            return [self.skipped]
         mode = " (dry run)" if self.dry_run else ""
         acct = "" if self.account_measured else "; account not measured"
-        head = f"janitor{mode}: {len(self.rows)} finding(s){acct}"
+        of = f" of {self.account}" if self.account else ""
+        head = f"janitor{mode}{of}: {len(self.rows)} finding(s){acct}"
         return [head, *(f"{r.kind} {r.subject} [{r.seen}]: {r.did}: {r.why}" for r in self.rows)]
 
     def to_json(self) -> dict[str, object]:
         return {
             "ran": self.ran,
             "dry_run": self.dry_run,
+            "account": self.account,
             "account_measured": self.account_measured,
+            "skipped": None if self.ran else self.skipped,
             "rows": [asdict(r) for r in self.rows],
         }
 
@@ -91,20 +97,55 @@ class JanitorDeps:
     # instead of finished only where the user configured it.
     trackers: Mapping[str, TrackerRuns] = field(default_factory=dict)
     delete_ghosts: bool = False
+    # This host's Colab account: `me(remote)` is the setting, else (only when `remote`: never
+    # in a dry run) what `colab whoami` says; None: unknown. It names the pass's lock, and no
+    # job of another account is adopted here.
+    me: Callable[[bool], str | None] = lambda remote: None
+    # After a pass that listed the account: remember the account's balance (`colab usage`).
+    note_usage: Callable[[str], None] = lambda account: None
 
 
-def janitor_pass(deps: JanitorDeps, *, dry_run: bool, lock_ttl_s: float = 300.0) -> JanitorReport:
+def janitor_pass(
+    deps: JanitorDeps,
+    *,
+    dry_run: bool,
+    lock_ttl_s: float = 300.0,
+    wait_s: float = 0.0,
+    unless_ran_within_s: float | None = None,
+) -> JanitorReport:
+    """One pass for this host's account, under the account's lock (waiting up to `wait_s` for
+    it). `unless_ran_within_s`: skip it if a pass of the account started that recently (a
+    worker host's duty, `duty`, steps in only where no beat or other host runs the account's)."""
     ledger = deps.ledger
-    token = secrets.token_hex(16)
-    if not ledger.try_janitor_lock(token, lock_ttl_s):
-        return JanitorReport(ran=False, dry_run=dry_run)
     try:
-        return _pass(deps, dry_run)
+        me = deps.me(not dry_run)
+        unknown = None
+    except ColabqError as exc:
+        me, unknown = None, Row("account", "colab whoami", "-", "failed", exc.advice())
+    token = secrets.token_hex(16)
+    deadline = ledger.clock.time() + wait_s
+    while not ledger.try_janitor_lock(token, lock_ttl_s, me or ""):
+        if ledger.clock.time() >= deadline:
+            return JanitorReport(ran=False, dry_run=dry_run, account=me)
+        ledger.clock.sleep(0.2)
+    try:
+        now = ledger.clock.time()
+        if unless_ran_within_s is not None and not dry_run:
+            last = ledger.r.hget(ledger.keys.janitor_passes(), me or "")
+            if last is not None and now - float(last) < unless_ran_within_s:
+                why = f"a pass of this account ran {now - float(last):.0f}s ago; skipped"
+                return JanitorReport(ran=False, dry_run=dry_run, account=me, skipped=why)
+        if not dry_run:
+            ledger.r.hset(ledger.keys.janitor_passes(), me or "", repr(now))
+        report = _pass(deps, dry_run, me)
+        if unknown is not None:
+            report = dataclasses.replace(report, rows=(unknown, *report.rows))
+        return report
     finally:
-        ledger.release_janitor_lock(token)
+        ledger.release_janitor_lock(token, me or "")
 
 
-def _pass(deps: JanitorDeps, dry_run: bool) -> JanitorReport:
+def _pass(deps: JanitorDeps, dry_run: bool, me: str | None = None) -> JanitorReport:
     ledger = deps.ledger
     snap = read_snapshot(ledger)
     # The queues are read only when a QUEUED job needs them (one more round trip).
@@ -120,6 +161,7 @@ def _pass(deps: JanitorDeps, dry_run: bool) -> JanitorReport:
         watchdog_stale_s=deps.watchdog_stale_s,
         stranded_grace_s=deps.stranded_grace_s,
         queued_ids=waiting,
+        me=me,
     )
     rows: list[Row] = []
     measured = False
@@ -131,7 +173,9 @@ def _pass(deps: JanitorDeps, dry_run: bool) -> JanitorReport:
             assignments = []
             rows.append(Row("account", "colab sessions", "-", "failed", exc.advice()))
         if measured:
-            findings += _account(ledger, snap.jobs, assignments, deps, snap.now)
+            findings += _account(ledger, snap.jobs, assignments, deps, snap.now, me or "")
+            if me is not None:
+                deps.note_usage(me)
     settled: list[TrackedRun] = []  # jobs this pass ended: their runs are checked now too
     rows += [_act(deps, f, dry_run, settled, waiting) for f in findings]
     ghost_rows, checked = check_runs(
@@ -142,7 +186,7 @@ def _pass(deps: JanitorDeps, dry_run: bool) -> JanitorReport:
     )
     if not dry_run:
         _write_batch(ledger, findings, snap.now, checked)
-    return JanitorReport(True, dry_run, tuple(rows), measured)
+    return JanitorReport(True, dry_run, tuple(rows), measured, me)
 
 
 def collapse_left_alone(rows: list[Row], *, shown: int = 3) -> list[Row]:
@@ -170,9 +214,10 @@ def _account(
     assignments: list[ServerSession],
     deps: JanitorDeps,
     now: float,
+    account: str,
 ) -> list[Finding]:
     endpoints = [a.endpoint for a in assignments]
-    owners, first_seen = read_endpoint_owners(ledger, endpoints)
+    owners, first_seen = read_endpoint_owners(ledger, endpoints, account)
     jobs = {v.job_id: v for v in views}
     missing = sorted(set(owners.values()) - set(jobs))
     jobs.update({v.job_id: v for v in read_views(ledger, missing)})
@@ -181,10 +226,10 @@ def _account(
     pipe = ledger.r.pipeline(transaction=False)
     for ep in endpoints:
         if ep not in first_seen:
-            pipe.hset(ledger.keys.first_seen(), ep, repr(now))
+            pipe.hset(ledger.keys.first_seen(account), ep, repr(now))
     gone = [ep for ep in first_seen if ep not in set(endpoints)]
     if gone:
-        pipe.hdel(ledger.keys.first_seen(), *gone)
+        pipe.hdel(ledger.keys.first_seen(account), *gone)
     pipe.execute()
     return find_account_findings(
         assignments, owners, jobs, first_seen, now=now, grace_s=deps.orphan_grace_s,
@@ -209,6 +254,8 @@ def _act(
     try:
         if f.do is Do.SETTLE:
             return _settle(deps, f, settled)
+        if f.do is Do.SETTLE_STORED:
+            return _settle(deps, f, settled, from_store=True)
         if f.do is Do.ADOPT:
             key = deps.ledger.keys.adopting(f.subject)
             if not deps.ledger.r.set(key, "1", nx=True, ex=ADOPT_MARK_S):
@@ -248,14 +295,26 @@ def _unclaim(deps: JanitorDeps, f: Finding, waiting: bool) -> Row:
     )  # fmt: skip
 
 
-def _settle(deps: JanitorDeps, f: Finding, settled: list[TrackedRun] | None = None) -> Row:
+def _settle(
+    deps: JanitorDeps,
+    f: Finding,
+    settled: list[TrackedRun] | None = None,
+    *,
+    from_store: bool = False,
+) -> Row:
     ledger = deps.ledger
     rec = ledger.get(f.subject)
     cancel = ledger.cancel_requested(f.subject)
-    s = settle_outcome(rec, ledger.read_watch(f.subject), deps.verify, cancel)
+    if from_store:
+        s = settle_from_store(rec, deps.verify, cancel)
+        if s is None:
+            why = f"{f.why}; the store shows no end yet"
+            return Row(f.kind, f.subject, f.seen, "left alone", why)
+    else:
+        s = settle_outcome(rec, ledger.read_watch(f.subject), deps.verify, cancel)
     if s is None:
         return Row(f.kind, f.subject, f.seen, "left alone", "its session is not verified gone")
-    if not settle_job(ledger, f.subject, s, deps.location(rec.spec)):
+    if not settle_job(ledger, f.subject, s, deps.location(rec.spec), vm_seen=not from_store):
         return Row(f.kind, f.subject, f.seen, "left alone", "its owner renewed the lease meanwhile")
     if settled is not None and (run := rec.get("tracker_run")):
         settled.append(TrackedRun(f.subject, run, s.state, s.reason, deps.ledger.clock.time()))

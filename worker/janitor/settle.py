@@ -1,4 +1,5 @@
-"""Settling a job whose owner died and whose session its watchdog already verified gone.
+"""Settling a job whose owner died and whose session its watchdog already verified gone, or
+(`settle_from_store`) whose VM is on another account, from what the store proves.
 
 `settle_outcome` decides from what the dead owner's attach client and watchdog recorded and what
 the store holds (verified with this host's Hub token and endpoint: a private repo checked
@@ -86,8 +87,36 @@ def settle_outcome(
     )
 
 
-def settle_job(ledger: Ledger, job_id: str, s: Settlement, location: str) -> bool:
-    """Record `s` for a job nobody owns any more; False if someone holds its lock."""
+def settle_from_store(
+    rec: JobRecord, verify: Verifier, cancel: str | None = None
+) -> Settlement | None:
+    """A dead owner's job whose VM is on an account this host does not hold: its outcome only
+    when the store proves the job ended (the exit code its wrapper uploads with the final sync,
+    and the artifacts verified); None otherwise: the VM may still run it, and only a host of its
+    account may look (it is left for that account's janitor). Its VM, if still assigned, is that
+    account's janitor's orphan (or releases itself after the final upload)."""
+    try:
+        v = verify(rec.spec)
+    except ColabqError:
+        return None
+    code = v.exit_code
+    if code is None:
+        return None
+    how = f"the store holds its exit code (its VM on {rec.get('account')} was not looked at)"
+    if cancel is not None:
+        return Settlement(JobState.CANCELLED, f"cancelled: {cancel} (owner died; {how})", code)
+    if not v.ok:
+        return Settlement(JobState.FAILED, f"owner died; job exited {code}; {v.summary()}", code)
+    if code != 0:
+        return Settlement(JobState.FAILED, f"owner died; job exited {code}; {how}", code)
+    return Settlement(JobState.SUCCEEDED, f"owner died; exit 0, artifacts verified; {how}", code)
+
+
+def settle_job(
+    ledger: Ledger, job_id: str, s: Settlement, location: str, *, vm_seen: bool = True
+) -> bool:
+    """Record `s` for a job nobody owns any more; False if someone holds its lock. `vm_seen`
+    False: settled from the store by a host of another account, which never looked at the VM."""
     adopter = secrets.token_hex(16)
     if not ledger.adopt(job_id, adopter, ttl_s=60.0):
         return False
@@ -97,6 +126,9 @@ def settle_job(ledger: Ledger, job_id: str, s: Settlement, location: str) -> boo
             ledger.transition(
                 job_id, JobState.RELEASING, owner=adopter, reason="janitor: owner died"
             )
+        runtime = "released (verified gone by its watchdog)"
+        if not vm_seen:
+            runtime = f"not looked at: left to the janitor of {rec.get('account')}"
         report = {
             "job_id": job_id,
             "run_name": rec.spec.run_name,
@@ -106,9 +138,10 @@ def settle_job(ledger: Ledger, job_id: str, s: Settlement, location: str) -> boo
             "exit_code": s.exit_code,
             "artifacts": location,
             "endpoint": rec.get("endpoint"),
+            "account": rec.get("account"),
             **timelimit.limits_json(rec.spec),
-            "runtime": "released (verified gone by its watchdog)",
-            "remaining_endpoint": None,
+            "runtime": runtime,
+            "remaining_endpoint": None if vm_seen else rec.get("endpoint"),
             **rates.costs(rec.spec.gpu.value, rec.created_at, rec.fields, ledger.clock.time()),
             "next_action": "none" if s.state is JobState.SUCCEEDED else "read the log; resubmit",
         }

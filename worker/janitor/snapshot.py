@@ -17,7 +17,7 @@ from worker.records.ledger import Ledger
 from worker.states import JobState
 
 _JOB_FIELDS = ("state", "owner", "endpoint", "session", "created_at", "updated_at", "resent_at",
-               "results_local", "pending_outcome", "reason", "retry_at")  # fmt: skip
+               "results_local", "pending_outcome", "reason", "retry_at", "account")  # fmt: skip
 _WATCH_FIELDS = ("heartbeat_at", "gone_verified_at", "exec_exit", "exec_final_upload",
                  "results_local", "endpoint")  # fmt: skip
 _TRACKED_FIELDS = ("state", "reason", "tracker_run")
@@ -47,6 +47,7 @@ class JobView:
     lease_expired: bool
     reason: str = ""
     retry_at: float | None = None  # a job waiting for a GPU: its next try
+    account: str | None = None  # the Colab account its VM is on (None: recorded none)
 
 
 @dataclass(frozen=True)
@@ -160,20 +161,22 @@ def _parse_views(ids: list[str], replies: list[Any], expired: set[str] | None) -
                 lease_expired=job_id in (expired or set()),
                 reason=_s(job[9]) or "",
                 retry_at=_f(job[10]),
+                account=_s(job[11]),
             )
         )
     return views
 
 
 def read_endpoint_owners(
-    ledger: Ledger, endpoints: list[str]
+    ledger: Ledger, endpoints: list[str], account: str = ""
 ) -> tuple[dict[str, str], dict[str, float]]:
-    """(endpoint -> job id, endpoint -> first seen) for the endpoints the account lists."""
+    """(endpoint -> job id, endpoint -> first seen on `account`) for the endpoints the account
+    lists."""
     if not endpoints:
         return {}, {}
     pipe = ledger.r.pipeline(transaction=False)
     pipe.hmget(ledger.keys.endpoints(), endpoints)
-    pipe.hgetall(ledger.keys.first_seen())
+    pipe.hgetall(ledger.keys.first_seen(account))
     owners_raw, seen_raw = pipe.execute()
     owners = {ep: j.decode() for ep, j in zip(endpoints, owners_raw, strict=True) if j}
     seen = {}

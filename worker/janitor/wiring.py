@@ -2,7 +2,8 @@
 needs the account's Colab credentials and the worker settings, nothing else).
 
 - the account: `colab sessions` with the janitor's own CLI state (every line is then `[?]`;
-  colabq tells its sessions apart by the endpoints it recorded);
+  colabq tells its sessions apart by the endpoints it recorded); which account it is (`colab
+  whoami`, checked against COLABQ_ACCOUNT) and its balance (`colab usage`, for `colabq usage`);
 - an orphan's stop: a CLI record for the owned name at the recorded endpoint in a folder of the
   janitor's, the results recovered first if the VM holds their only copy, then the verified stop;
 - an adoption: `colabq adopt JOB` started detached (it runs until the job ends; a pass never
@@ -16,19 +17,27 @@ needs the account's Colab credentials and the worker settings, nothing else).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import socket
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import redis
+
+from worker.accounts.balances import record_usage
+from worker.accounts.login import host_account
 from worker.clock import SystemClock
-from worker.colab.driver import ServerSession
+from worker.colab.driver import ColabCli, ServerSession
 from worker.colab.records import write_adoption_record
 from worker.colab.release import release_session
 from worker.deps import driver_at
+from worker.errors import ColabqError
 from worker.fleet.dispatch import job_of_task
 from worker.janitor.beats import watchdog_lost_after_s
 from worker.janitor.run import JanitorDeps
@@ -70,9 +79,22 @@ def build_janitor_deps(
     def location(spec: JobSpec) -> str:
         return build_store(spec.artifact, endpoint=endpoint, token=token).location(spec)
 
-    def account() -> list[ServerSession]:
+    def listing() -> ColabCli:
         home.mkdir(parents=True, exist_ok=True)
-        return driver_at(settings, home / "colab-sessions.json").sessions()
+        return driver_at(settings, home / "colab-sessions.json")
+
+    def account() -> list[ServerSession]:
+        return listing().sessions()
+
+    def me(remote: bool) -> str | None:
+        # Asked of the CLI itself when remote calls are allowed: a janitor on another login
+        # than COLABQ_ACCOUNT says so (one line) instead of passing for that account.
+        return host_account(settings, listing()) if remote else settings.account
+
+    def note_usage(account: str) -> None:
+        with contextlib.suppress(ColabqError, redis.RedisError):
+            record_usage(ledger.r, ledger.keys, account, listing().usage(),
+                         by=f"janitor@{socket.gethostname()}", now=time.time())  # fmt: skip
 
     def stop_orphan(job: JobView, endpoint: str) -> str:
         rec = ledger.get(job.job_id)
@@ -129,7 +151,7 @@ def build_janitor_deps(
         stop_orphan=stop_orphan, adopt=adopt, resend=resend, queued_ids=queued_ids,
         watchdog_stale_s=watchdog_stale_after_s(settings), orphan_grace_s=settings.orphan_grace_s,
         stranded_grace_s=settings.stranded_grace_s, trackers=clients_from(settings),
-        delete_ghosts=settings.tracker_delete_ghosts,
+        delete_ghosts=settings.tracker_delete_ghosts, me=me, note_usage=note_usage,
     )  # fmt: skip
 
 

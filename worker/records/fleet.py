@@ -1,7 +1,7 @@
-"""Workers that say what they serve: each live worker keeps a card in Redis (host, GPU types,
-queues, the job it holds, its last beat), renewed every few seconds and gone when it stops
-renewing. `colabq workers` lists the cards; `colabq submit` asks, in the same round trip as the
-rest of its reads, whether any live worker serves the job's queue.
+"""Workers that say what they serve: each live worker keeps a card in Redis (host, Colab
+account, GPU types, queues, the job it holds, its last beat), renewed every few seconds and gone
+when it stops renewing. `colabq workers` lists the cards; `colabq submit` asks, in the same
+round trip as the rest of its reads, whether any live worker serves the job's queue.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ class WorkerCard:
     job_id: str | None
     beat_at: float
     started_at: float
+    account: str = ""  # its Colab account ('' from a worker before accounts)
 
     @property
     def busy(self) -> bool:
@@ -66,7 +67,7 @@ def _card(d: dict[str, Any]) -> WorkerCard:
     return WorkerCard(
         name=str(d["name"]), host=str(d["host"]), gpus=tuple(d["gpus"]),
         queues=tuple(d["queues"]), job_id=d.get("job_id"), beat_at=float(d["beat_at"]),
-        started_at=float(d["started_at"]),
+        started_at=float(d["started_at"]), account=str(d.get("account") or ""),
     )  # fmt: skip
 
 

@@ -66,9 +66,10 @@ class Keys:
         second live job with the same one is refused at submit unless explicitly allowed."""
         return f"{self.prefix}:live-destinations"
 
-    def first_seen(self) -> str:
-        """Hash endpoint -> when a janitor pass first saw it on the account (epoch s)."""
-        return f"{self.prefix}:janitor:first-seen"
+    def first_seen(self, account: str = "") -> str:
+        """Hash endpoint -> when a janitor pass first saw it on `account` (epoch s); each
+        account's passes keep their own (a pass forgets what its account no longer lists)."""
+        return f"{self.prefix}:janitor:first-seen" + (f":{account}" if account else "")
 
     def tracker_check(self) -> str:
         """Sorted set job id -> when it ended, for ended jobs whose tracker run colabq opened:
@@ -92,8 +93,19 @@ class Keys:
         while ago (a host that breaks again soon backs off from where it was)."""
         return f"{self.prefix}:worker:{worker}:recent-failures"
 
-    def janitor_lock(self) -> str:
-        return f"{self.prefix}:janitor:lock"
+    def janitor_lock(self, account: str = "") -> str:
+        """One janitor pass at a time per Colab account (`worker.janitor`)."""
+        return f"{self.prefix}:janitor:lock" + (f":{account}" if account else "")
+
+    def janitor_passes(self) -> str:
+        """Hash account -> when its last janitor pass started (epoch s): a worker host runs its
+        account's duty when no pass of that account ran lately (`worker.janitor.duty`)."""
+        return f"{self.prefix}:janitor:passes"
+
+    def account_usage(self) -> str:
+        """Hash account -> JSON: the last `colab usage` a host of that account saw, and when
+        (`worker.accounts.balances`, `colabq usage`)."""
+        return f"{self.prefix}:accounts:usage"
 
     def worker_card(self, worker: str) -> str:
         """String (JSON, with a TTL): what a live worker says of itself (`fleet.py`)."""

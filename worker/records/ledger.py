@@ -223,11 +223,11 @@ class Ledger:
     def take_over(self, job_id: str, old_owner: str, new_owner: str, ttl_s: float) -> bool:
         return ownership.take_over(self, job_id, old_owner, new_owner, ttl_s)
 
-    def try_janitor_lock(self, token: str, ttl_s: float) -> bool:
-        return ownership.try_janitor_lock(self, token, ttl_s)
+    def try_janitor_lock(self, token: str, ttl_s: float, account: str = "") -> bool:
+        return ownership.try_janitor_lock(self, token, ttl_s, account)
 
-    def release_janitor_lock(self, token: str) -> None:
-        ownership.release_janitor_lock(self, token)
+    def release_janitor_lock(self, token: str, account: str = "") -> None:
+        ownership.release_janitor_lock(self, token, account)
 
     # --- the one state writer ---------------------------------------------------------------
 

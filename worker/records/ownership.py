@@ -185,13 +185,15 @@ def drop_lease(ledger: Ledger, job_id: str) -> None:
     ledger.r.zrem(ledger.keys.leases(), job_id)
 
 
-def try_janitor_lock(ledger: Ledger, token: str, ttl_s: float) -> bool:
-    """One janitor pass at a time, whatever runs beat (set-if-absent with expiry)."""
-    return bool(ledger.r.set(ledger.keys.janitor_lock(), token, nx=True, px=_ms(ttl_s)))
+def try_janitor_lock(ledger: Ledger, token: str, ttl_s: float, account: str = "") -> bool:
+    """One janitor pass at a time per Colab account, whatever runs beat or the account's
+    duty (set-if-absent with expiry)."""
+    key = ledger.keys.janitor_lock(account)
+    return bool(ledger.r.set(key, token, nx=True, px=_ms(ttl_s)))
 
 
-def release_janitor_lock(ledger: Ledger, token: str) -> None:
-    _delete_if_holder(ledger, ledger.keys.janitor_lock(), token)
+def release_janitor_lock(ledger: Ledger, token: str, account: str = "") -> None:
+    _delete_if_holder(ledger, ledger.keys.janitor_lock(account), token)
 
 
 def _delete_if_holder(ledger: Ledger, key: str, token: str, *, also: str | None = None) -> None:

@@ -51,6 +51,9 @@ RUNTIME_FIELDS = frozenset(
         # The GPU type the job runs on (set at create to its first choice; a fallback type when
         # Colab could not serve the first one): what `status` shows and its rate.
         "gpu",
+        # The Colab account of the worker that claimed it (`worker.accounts`): only a host of
+        # that account acts on the job's VM.
+        "account",
     }
 )
 

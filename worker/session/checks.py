@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
-from worker.colab.driver import ColabDriver
+from worker.colab.driver import ColabCli, ColabDriver, Usage
 from worker.errors import BudgetExceeded, ColabVersionMismatch, SpecError
 from worker.settings import Settings
 from worker.spec import MAX_SCRIPT_BYTES, JobSpec
@@ -51,10 +53,18 @@ def check_cli_version(driver: ColabDriver, expected: str) -> None:
         raise ColabVersionMismatch(f"colab version is {got!r}; colabq needs exactly {expected}.")
 
 
-def check_budget(driver: ColabDriver, budget_units: float, floor_units: float = 0.0) -> float:
+def check_budget(
+    driver: ColabDriver,
+    budget_units: float,
+    floor_units: float = 0.0,
+    on_usage: Callable[[Usage], None] | None = None,
+) -> float:
     """The balance, if it is above the floor and covers the job's budget (a zero balance with the
-    default budget refuses: colabq never allocates on an empty account)."""
+    default budget refuses: colabq never allocates on an empty account). `on_usage` sees what
+    `colab usage` said (the account's balance, as `colabq usage` shows it)."""
     usage = driver.usage()
+    if on_usage is not None:
+        on_usage(usage)
     if usage.balance_units <= floor_units or usage.balance_units < budget_units:
         raise BudgetExceeded(usage.balance_units, budget_units, floor_units)
     return usage.balance_units
@@ -114,11 +124,40 @@ def check_git_credentials(path: Path) -> None:
             )
 
 
+@dataclass(frozen=True)
+class HostCheck:
+    problem: str | None  # why this host cannot serve jobs (one line), or None
+    account: str | None = None  # its Colab account (`colab whoami`), once the CLI answered
+
+
 def worker_host_problem(settings: Settings) -> str | None:
-    """Why this host cannot serve jobs, in one line with what to do, or None. Run when a worker
-    starts, so a host that would fail every job it takes refuses to start instead: the `colab`
-    CLI (its version), the account (`colab usage`), the state dir, the Hub token file, the git
-    credentials file."""
+    """Why this host cannot serve jobs, in one line with what to do, or None (a drained
+    worker's probe)."""
+    return worker_host_check(settings).problem
+
+
+def worker_host_check(settings: Settings) -> HostCheck:
+    """Run when a worker starts, so a host that would fail every job it takes refuses to start
+    instead: the `colab` CLI (its version), the account (`colab usage`, and `colab whoami`
+    against COLABQ_ACCOUNT), the state dir, the Hub token file, the git credentials file."""
+    problem, driver = _host_problem(settings)
+    if problem is not None or driver is None:
+        return HostCheck(problem)
+    from worker.accounts.login import AccountMismatch, host_account
+    from worker.errors import ColabqError
+
+    try:
+        return HostCheck(None, host_account(settings, driver))
+    except AccountMismatch as exc:
+        return HostCheck(exc.advice())
+    except ColabqError as exc:
+        return HostCheck(
+            f"`colab whoami` cannot name this host's Colab account ({exc.advice()}); a worker "
+            "records the account of every job it runs and needs it"
+        )
+
+
+def _host_problem(settings: Settings) -> tuple[str | None, ColabCli | None]:
     from worker.deps import driver_at
     from worker.errors import ColabqError
 
@@ -133,17 +172,17 @@ def worker_host_problem(settings: Settings) -> str | None:
         return (
             f"state dir {state} is not writable ({exc.strerror}); set COLABQ_STATE_DIR to a "
             "folder this user owns"
-        )
+        ), None
     if settings.hf_token_file is not None:
         try:
             check_token_file(settings.hf_token_file)
         except ColabqError as exc:
-            return f"{exc.advice()} (COLABQ_HF_TOKEN_FILE)"
+            return f"{exc.advice()} (COLABQ_HF_TOKEN_FILE)", None
     if settings.git_credentials_file is not None:
         try:
             check_git_credentials(settings.git_credentials_file)
         except ColabqError as exc:
-            return f"{exc.advice()} (COLABQ_GIT_CREDENTIALS_FILE)"
+            return f"{exc.advice()} (COLABQ_GIT_CREDENTIALS_FILE)", None
     driver = driver_at(settings, state / "readiness" / "colab-sessions.json")
     try:
         check_cli_version(driver, settings.colab_version)
@@ -152,5 +191,5 @@ def worker_host_problem(settings: Settings) -> str | None:
         return (
             f"{exc.advice()} (the `colab` CLI is COLABQ_COLAB_BIN={settings.colab_bin}; install "
             f"google-colab-cli=={settings.colab_version} and authenticate it)"
-        )
-    return None
+        ), None
+    return None, driver

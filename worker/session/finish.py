@@ -256,6 +256,7 @@ class Finishing(JobRun):
             "results_local": self.results_local,
             "session": self.name,
             "endpoint": self.endpoint,
+            "account": self.d.settings.account,  # the Colab account the job's VMs were on
             **timelimit.limits_json(spec),
             "restarts": self.restarts,
             "runtime": released or ("never allocated" if self.endpoint is None else "UNKNOWN"),

@@ -7,9 +7,10 @@ ledger says it is. A claim starts it; `adopt_job` continues it after its owner d
 
 - a restarted worker adopts the jobs in its own state dir (`find_orphaned`): the same CLI state,
   perhaps a live attach client and watchdog, and an owner that is provably dead (its pid);
-- any other host with the account's Colab credentials adopts by writing a CLI record for the owned
-  name at the recorded endpoint into its own `--config` (`write_adoption_record`) once the lease
-  has expired. The janitor does this for a host that is gone.
+- any other host logged in as the job's Colab account (and no host of another account: its
+  `colab status` cannot see the VM) adopts by writing a CLI record for the owned name at the
+  recorded endpoint into its own `--config` (`write_adoption_record`) once the lease has
+  expired. The janitor does this for a host that is gone.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from worker.accounts.login import check_may_act
 from worker.clock import SystemClock
 from worker.colab.records import write_adoption_record
 from worker.deps import build_driver, build_ledger, job_dir
@@ -139,6 +141,7 @@ def _wire(
             owner_host=host_id(settings),
             held_since=_endpoint_recorded_at(files),
             **_session_of(files),
+            **({"account": settings.account} if settings.account else {}),
         ),
     )
     deps = RunnerDeps(
@@ -157,6 +160,10 @@ def _wire(
     )
     if claimed is None:
         ledger.set_fields(spec.job_id, owner=owner, owner_host=host_id(settings))
+    elif settings.account:
+        # The job's Colab account, recorded before anything is allocated: only a host of this
+        # account will act on the VM it gets (`worker.accounts`).
+        ledger.set_fields(spec.job_id, owner=owner, account=settings.account)
     return beat, deps
 
 
@@ -220,6 +227,9 @@ def adopt_job(
         if local.root.is_dir() and local.read_runner() is not None:
             local.write_runner(Phase.DONE)  # nothing of it is this host's to take back any more
         return None
+    # A host of another account never acts on the job's VM: its `colab status` cannot see it,
+    # and "not found" would read as a lost VM (restarted here, while it runs on there).
+    check_may_act(job_id, rec.get("account"), settings)
     new_owner = secrets.token_hex(16)
     if not _take(ledger, rec.owner, job_id, new_owner, settings):
         return None

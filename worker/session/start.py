@@ -5,9 +5,14 @@ and never launches the job twice."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from pathlib import Path
 
+import redis
+
+from worker.accounts.balances import record_usage
+from worker.colab.parse import Usage
 from worker.errors import (
     BudgetExceeded,
     ColabError,
@@ -121,7 +126,11 @@ class Starting(JobRun):
             if spec.code is not None:
                 self.log(self._check_code(spec.code))
             checks.check_cli_version(d.driver, d.settings.colab_version)
-            return checks.check_budget(d.driver, spec.budget_units, d.settings.budget_floor_units)
+            account = d.settings.account
+            return checks.check_budget(
+                d.driver, spec.budget_units, d.settings.budget_floor_for(account),
+                on_usage=lambda usage: self._note_usage(account, usage),
+            )  # fmt: skip
         except BudgetExceeded as exc:
             raise Finish(S.FAILED_BUDGET, exc.advice()) from None
         except codecheck.CodeHostFailure as exc:
@@ -131,6 +140,14 @@ class Starting(JobRun):
             if cause_of(exc) is Cause.HOST:
                 raise PutBack(Cause.HOST, f"pre-allocation check failed: {why}") from None
             raise Finish(S.FAILED, f"pre-allocation check failed: {why}") from None
+
+    def _note_usage(self, account: str | None, usage: Usage) -> None:
+        """The account's balance as this worker just saw it (`colabq usage`); best effort."""
+        if account is None:
+            return
+        with contextlib.suppress(redis.RedisError):
+            record_usage(self.d.ledger.r, self.d.ledger.keys, account, usage,
+                         by=self.d.worker_name, now=self.d.clock.time())  # fmt: skip
 
     def _check_code(self, code: CodeSpec) -> str:
         """The job's commit fetchable from its remote with this host's credential, or its
