@@ -47,6 +47,7 @@ class Submission:
     plan: tuple[str, ...] = ()  # what the VM fetches and runs (with code), one line each
     preflight: tuple[Report, ...] = ()  # one report per distinct pre-flight run
     output_repo: str | None = None  # what the check of the first destination saw
+    sweep: str | None = None  # a sweep's id (`colabq status --sweep ID`); None for one job
 
     @property
     def job_ids(self) -> tuple[str, ...]:

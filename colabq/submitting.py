@@ -53,6 +53,7 @@ class SubmitOptions(TypedDict, total=False):
     notify: str | Sequence[str]
     tracker: Literal["wandb", "mlflow", "none"]
     allow_same_run: bool
+    secrets: str | Sequence[Literal["hf_token"]]  # what the job's own processes may read
 
 
 _DURATIONS = frozenset({"wall", "idle", "ttl", "sync_interval", "capacity_wait"})
@@ -113,13 +114,14 @@ def run_submit(
     built = build_specs(points, settings, shipping)
     specs = built.specs
     warnings: tuple[str, ...] = ()
+    sweep = None
     if ledger is None:
         rows = plan_rows(points, specs, settings.queue_prefix, shipping)
     else:
         shipping.stage(settings)  # every check passed: the snapshot goes where the VM fetches it
         sent = enqueue_points(points, specs, settings, ledger, app())
         rows = job_rows(points, specs, sent.results, sent.served, settings.queue_prefix, shipping)
-        warnings = tuple(sent.warnings)
+        warnings, sweep = tuple(sent.warnings), sent.sweep or None
     return Submission(
         jobs=tuple(submitted(r, s.gpu.value) for r, s in zip(rows, specs, strict=True)),
         dry_run=ledger is None,
@@ -127,4 +129,5 @@ def run_submit(
         plan=tuple(shipping.plan_lines(specs)),
         preflight=tuple(built.reports),
         output_repo=built.output_repos[0] if built.output_repos else None,
+        sweep=sweep,
     )

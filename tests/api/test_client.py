@@ -16,6 +16,7 @@ from colabq import (
     JobNotFound,
     JobState,
     PreflightFailed,
+    SubmitOptions,
     UserInputError,
     WaitTimeout,
 )
@@ -75,7 +76,7 @@ def test_submit_enqueues_a_queued_job_that_status_reads(
         env={"LR": "3e-4"}, sync=["ckpt"], **COMMON,
     )  # fmt: skip
     job_id = sub.job_id
-    assert sub.jobs[0].created and sub.jobs[0].state is JobState.QUEUED
+    assert sub.jobs[0].created and sub.jobs[0].state is JobState.QUEUED and sub.sweep is None
     assert sub.warnings == (
         f"no live worker serves {settings.queue_prefix}gpu.t4: the job waits until one starts "
         "(`colabq workers`)",
@@ -140,8 +141,18 @@ def test_a_job_file_with_a_sweep_and_arguments_over_its_keys(
     assert sorted((s.env["SEED"], s.gpu.value) for s in specs) == [
         ("1", "L4"), ("1", "T4"), ("2", "L4"), ("2", "T4"),
     ]  # fmt: skip
+    assert sub.sweep is not None and sub.sweep.startswith("sw")
     with pytest.raises(ValueError, match="4-job"):
         _ = sub.job_id
+
+
+def test_submit_takes_every_option_of_the_command() -> None:
+    import inspect
+
+    from producer.jobfile import FIELDS
+
+    named = set(inspect.signature(Client.submit).parameters) | set(SubmitOptions.__annotations__)
+    assert set(FIELDS) - named == set()  # a new `colabq submit` option belongs in SubmitOptions
 
 
 def test_bad_input_is_one_error_and_changes_nothing(
