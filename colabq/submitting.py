@@ -54,6 +54,7 @@ class SubmitOptions(TypedDict, total=False):
     tracker: Literal["wandb", "mlflow", "none"]
     allow_same_run: bool
     secrets: str | Sequence[Literal["hf_token"]]  # what the job's own processes may read
+    max_parallel: int
 
 
 _DURATIONS = frozenset({"wall", "idle", "ttl", "sync_interval", "capacity_wait"})

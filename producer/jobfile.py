@@ -74,6 +74,8 @@ class SubmitOptions(BaseModel):
     max_restarts: int = Field(default=0, ge=0, le=20)
     tracker: Literal["wandb", "mlflow", "none"] | None = None
     allow_same_run: bool = False
+    # A sweep's cap: at most this many of its points running at once (`worker.flow.slots`).
+    max_parallel: int | None = Field(default=None, ge=1, le=10_000)
     env: tuple[str, ...] = ()
     # Who is told of which state changes (`worker.notify`): NAME[:STATE,...] each.
     notify: tuple[str, ...] = ()

@@ -88,6 +88,10 @@ def points_of(
         raise UserInputError(f"{where}: name the job's script (script: train.sh).")
     if not opts.name:
         raise UserInputError("Name the run: --name (or name: in the job file).")
+    if opts.max_parallel and not swept:
+        raise UserInputError(
+            f"{where}: max_parallel caps a sweep's points: add a sweep (--sweep KEY=V1,V2)."
+        )
     return expand(opts.model_dump(), swept, where) if swept else [Point(opts, ())]
 
 
@@ -241,4 +245,4 @@ def sweep_tag(points: Sequence[Point], ledger: Ledger) -> SweepTag | None:
 
     if not any(p.values for p in points):
         return None
-    return SweepTag(new_sweep_id(ledger.identity.owner))
+    return SweepTag(new_sweep_id(ledger.identity.owner), points[0].options.max_parallel or 0)

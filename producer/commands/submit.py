@@ -167,6 +167,14 @@ def submit(
             "(gpu, wall, config, epochs, ...) or env.NAME.",
         ),
     ] = None,
+    max_parallel: Annotated[
+        int | None,
+        typer.Option(
+            "--max-parallel",
+            help="A sweep: at most N of its points running at once, fleet-wide; the others "
+            "wait in the queue, holding no worker.",
+        ),
+    ] = None,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Check and print the plan; enqueue nothing.")
     ] = False,

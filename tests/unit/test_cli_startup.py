@@ -147,7 +147,7 @@ def test_parsing_status_coerces_every_value_without_pydantic(tmp_path: Path) -> 
         "job": ["NoneType", None], "state": ["list", ["live", "FAILED"]],
         "run": ["str", "coco-*"], "since": ["str", "2h"], "mine": ["bool", True],
         "limit": ["int", 5], "page": ["int", 2], "watch": ["bool", False],
-        "every": ["float", 1.5], "as_json": ["bool", False],
+        "every": ["float", 1.5], "as_json": ["bool", False], "sweep": ["NoneType", None],
     }  # fmt: skip
     assert loaded(got["modules"], NEVER + NO_PYDANTIC + ["rich", "yaml"]) == []
     assert commands(got["modules"]) == ["producer.commands.status"]

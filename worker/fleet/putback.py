@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from worker.errors import ColabqError, JobNotFound, StaleOwner
 from worker.fleet.causes import Cause
+from worker.flow.slots import free_slot
 from worker.records.events import events_key
 from worker.records.ledger import Ledger
 from worker.states import JobState
@@ -156,6 +157,7 @@ def put_back(
         raise JobNotFound(job_id)
     if int(code) < 0:
         raise StaleOwner(job_id)
+    free_slot(ledger.r, k, job_id, attempt.at)  # a sweep's point gives its slot back
     return attempts_of(detail.decode() if isinstance(detail, bytes) else str(detail))
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from worker.flow.slots import SWEEP_BASE, TAKE_SLOT, TOOK_SLOT
 from worker.people.owners import owner_of
 from worker.records.events import events_key
 from worker.records.ledger import Ledger
@@ -20,8 +21,12 @@ from worker.states import JobState
 
 # KEYS: job hash, lock, leases, watch hash, history, the worker's health, events. ARGV: owner,
 # lease ms, lease expiry, job id, now, worker, owner host, nonce, wall deadline, reason, history
-# entry, the message's spec ('' for a job without an owner: not compared).
-_CLAIM = """
+# entry, the message's spec ('' for a job without an owner: not compared), the key prefix (a
+# sweep's cap, `worker.flow.slots`); KEYS[8]: deferred.
+_CLAIM = (
+    SWEEP_BASE
+    + """
+local id, now, pfx, job, deferred = ARGV[4], ARGV[5], ARGV[13], KEYS[1], KEYS[8]
 local st = redis.call('HGET', KEYS[1], 'state')
 if not st then return {'missing', ''} end
 if ARGV[12] ~= '' and redis.call('HGET', KEYS[1], 'spec') ~= ARGV[12] then
@@ -33,11 +38,17 @@ if retry and tonumber(retry) > tonumber(ARGV[5]) then return {'waiting', retry} 
 if redis.call('EXISTS', KEYS[6]) == 1 then return {'drained', ''} end
 local cur = redis.call('HGET', KEYS[1], 'owner') or ''
 if cur ~= '' and cur ~= ARGV[1] then return {'owned', ''} end
+"""
+    + TAKE_SLOT
+    + """
 if not redis.call('SET', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2]) then return {'owned', ''} end
 redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'owner_host', ARGV[7], 'state', 'allocating',
            'reason', ARGV[10], 'updated_at', ARGV[5], 'worker', ARGV[6],
            'wall_deadline_at', ARGV[9], 'nonce', ARGV[8], 'segment', '0', 'restarts', '0')
 redis.call('ZADD', KEYS[3], ARGV[3], ARGV[4])
+"""
+    + TOOK_SLOT
+    + """
 for _, f in ipairs(redis.call('HKEYS', KEYS[4])) do
   if string.sub(f, 1, 5) == 'exec_' then redis.call('HDEL', KEYS[4], f) end
 end
@@ -46,6 +57,7 @@ redis.call('RPUSH', KEYS[5], ARGV[11])
 redis.call('XADD', KEYS[7], '*', 'job', ARGV[4], 'kind', 'state', 'from', 'queued', 'e', ARGV[11])
 return {'claimed', ''}
 """
+)
 
 
 class Claim(StrEnum):
@@ -89,10 +101,10 @@ def claim_and_start(
     reason = f"claimed by {worker}"
     entry = ledger.entry(JobState.ALLOCATING, now, reason)
     keys = [k.job(job_id), k.lock(job_id), k.leases(), k.watch(job_id), k.history(job_id),
-            k.worker_health(worker), events_key(k)]  # fmt: skip
+            k.worker_health(worker), events_key(k), k.deferred()]  # fmt: skip
     args = [owner, int(ttl_s * 1000), now + ttl_s, job_id, repr(now), worker, owner_host, nonce,
             repr(wall_deadline_at), reason, entry,
-            payload if owner_of(job_id) else ""]  # fmt: skip
+            payload if owner_of(job_id) else "", k.prefix]  # fmt: skip
     raw = ledger.r.eval(_CLAIM, len(keys), *keys, *args)
     what, detail = (x.decode() if isinstance(x, bytes) else str(x) for x in raw)
     return ClaimResult(Claim(what), detail)

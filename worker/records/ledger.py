@@ -20,6 +20,7 @@ import redis
 
 from worker.clock import Clock
 from worker.errors import AmbiguousJob, IllegalTransition, JobNotFound, StaleOwner
+from worker.flow.slots import free_slot
 from worker.flow.sweeps import SweepTag
 from worker.people.identity import Identity, identify
 from worker.people.owners import owner_of
@@ -272,6 +273,8 @@ class Ledger:
             self._hold(pipe, key, raw.get(b"held_since"), src, dst, "endpoint" in extra, now)
             if dst in TERMINAL:
                 pipe.srem(self.keys.active(), job_id)
+                if b"sweep" in raw:  # its sweep's slot, if it held one (`worker.flow.slots`)
+                    free_slot(pipe, self.keys, job_id, now)
                 if raw.get(b"tracker_run") or extra.get("tracker_run"):
                     pipe.zadd(self.keys.tracker_check(), {job_id: now})
                 ttl = int(self.retention_s)
