@@ -45,8 +45,11 @@ def events(
             job_id = ledger.find_by_prefix(job)
         except JobNotFound:
             job_id = job  # a worker's name (drain), or a job whose record expired
-    rows = ev.read(ledger.r, ledger.keys, since=start, job=job_id)
+    # A follower waits after the newest entry seen before the read: an event appended during
+    # the read is printed by the read or by the wait, once.
     after = ev.last_id(ledger.r, ledger.keys) if follow else ""
+    rows = ev.read(ledger.r, ledger.keys, since=start, job=job_id)
+    printed = max((_order(e.id) for e in rows), default=(0, 0))
     for e in rows:
         _emit(e, as_json)
     if not as_json and not rows and not follow:
@@ -54,8 +57,13 @@ def events(
     while follow:
         for e in ev.wait(ledger.r, ledger.keys, after, block_ms=5000):
             after = e.id
-            if job_id is None or e.job == job_id:
+            if (job_id is None or e.job == job_id) and _order(e.id) > printed:
                 _emit(e, as_json)
+
+
+def _order(entry_id: str) -> tuple[int, int]:
+    ms, _, seq = entry_id.partition("-")
+    return int(ms), int(seq or 0)
 
 
 def _emit(e: Event, as_json: bool) -> None:

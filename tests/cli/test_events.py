@@ -5,7 +5,11 @@ cancel request, each with who, from which host and why; `--since` and the table.
 from __future__ import annotations
 
 import json
+import os
+import select
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 from typer.testing import CliRunner
@@ -82,3 +86,29 @@ def test_a_restored_record_is_an_event(ledger: Ledger) -> None:
     assert ledger.restore(spec, "tok", S.RUNNING, ttl_s=60)
     (e,) = events.read(ledger.r, ledger.keys, job=spec.job_id)
     assert (e.kind, e.src, e.dst) == ("state", "", "running") and "restored" in e.reason
+
+
+def test_follow_prints_an_event_appended_after_it_started(
+    ledger: Ledger, env: dict[str, str | None]
+) -> None:
+    # --since in the future: only what the follower's XREAD BLOCK sees can be printed.
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "producer.cli", "events", "-f", "--json", "--since", "2999-01-01"],
+        env={**os.environ, **{k: v for k, v in env.items() if v is not None}},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    try:
+        for n in range(120):  # one event each half second until the follower prints one
+            events.note_action(ledger, f"w{n}", "drain", "disk full")
+            ready, _, _ = select.select([proc.stdout], [], [], 0.5)
+            if ready:
+                break
+        assert ready, "the follower printed no event within 60 s"
+        row = json.loads(proc.stdout.readline())
+        assert (
+            row["kind"] == "drain" and row["job"].startswith("w") and row["reason"] == "disk full"
+        )
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
