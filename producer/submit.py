@@ -208,7 +208,7 @@ def destination_of(req: SubmitRequest) -> ArtifactDest:
         raise UserInputError(f"Invalid destination: {spec_error(exc)}.") from None
 
 
-_submitter = whoami  # user@host (cheap; not cached: a process may run as several users, as tests do)
+_submitter = whoami  # user@host; not cached: one process may act as several users (tests do)
 
 
 def build_spec(req: SubmitRequest, *, now: datetime | None = None) -> JobSpec:
