@@ -19,7 +19,8 @@ from tests.factories import make_spec
 from worker.clock import SystemClock
 from worker.errors import UserInputError
 from worker.notify.consumer import Notifier
-from worker.notify.targets import load_targets, parse_notify
+from worker.notify.deliver import DeliveryFailed, deliver
+from worker.notify.targets import Target, load_targets, parse_notify
 from worker.records import events
 from worker.records.keys import Keys
 from worker.records.ledger import Ledger
@@ -162,6 +163,11 @@ def test_targets_file_and_notify_entries(tmp_path: Path) -> None:
         load_targets(file)
     file.chmod(0o600)
     assert "hooks.example" not in repr(load_targets(file))
+    # A URL that cannot be posted to is a failed delivery, never a crash of the notifier.
+    with pytest.raises(DeliveryFailed, match="webhook bad"):
+        deliver(Target("bad", url="http://"), {"job": "j", "to": "failed"})
+    with pytest.raises(DeliveryFailed, match="hook gone: FileNotFoundError"):
+        deliver(Target("gone", argv=(str(tmp_path / "missing"),)), {"job": "j"})
 
 
 def test_a_job_files_notify_key_reaches_the_spec(tmp_path: Path) -> None:

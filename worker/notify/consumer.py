@@ -70,9 +70,14 @@ class Notifier:
         return len(rows)
 
     def run(self, stop: Callable[[], bool]) -> None:
-        self.ensure_group()
+        """Poll until `stop()`; Redis out of reach is waited for (the entries stay pending)."""
         while not stop():
-            self.poll()
+            try:
+                self.ensure_group()
+                while not stop():
+                    self.poll()
+            except (redis.ConnectionError, redis.TimeoutError):
+                self.sleep(2.0)
 
     def handle(self, ev: events.Event) -> None:
         if ev.kind != events.STATE:

@@ -50,7 +50,7 @@ def _post(target: Target, event: Mapping[str, object]) -> None:
             resp.read()
     except urllib.error.HTTPError as exc:
         raise DeliveryFailed(f"webhook {target.name}: HTTP {exc.code}") from None
-    except (urllib.error.URLError, OSError) as exc:
+    except (urllib.error.URLError, OSError, ValueError) as exc:  # ValueError: a malformed URL
         why = getattr(exc, "reason", exc)
         raise DeliveryFailed(f"webhook {target.name}: {type(why).__name__}") from None
 
