@@ -111,6 +111,14 @@ def submit(
             "repair, in the VM only.",
         ),
     ] = None,
+    notify: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="NAME[:STATE,...]: tell the notifier host's target NAME (a webhook or a "
+            "command hook, `colabq notifier`) of these state changes (default: the terminal "
+            "ones). Repeatable.",
+        ),
+    ] = None,
     idempotency_key: Annotated[
         str | None,
         typer.Option(

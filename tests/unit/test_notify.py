@@ -184,3 +184,12 @@ def test_a_job_files_notify_key_reaches_the_spec(tmp_path: Path) -> None:
     bad = validate({**values, "notify": ["team:DONE"]}, "job.yaml")
     with pytest.raises(UserInputError, match="not a state"):
         build_spec(submit_request(bad, (), {}, lambda: pytest.fail("no ledger")))
+
+
+def test_submit_takes_notify() -> None:
+    from typer.main import get_command
+
+    from producer.cli import app
+
+    submit = get_command(app).get_command(None, "submit")  # type: ignore[attr-defined]
+    assert any("--notify" in p.opts for p in submit.params)
