@@ -55,6 +55,7 @@ class SubmitOptions(TypedDict, total=False):
     allow_same_run: bool
     secrets: str | Sequence[Literal["hf_token"]]  # what the job's own processes may read
     max_parallel: int
+    after: str | Sequence[str]
 
 
 _DURATIONS = frozenset({"wall", "idle", "ttl", "sync_interval", "capacity_wait"})

@@ -76,6 +76,8 @@ class SubmitOptions(BaseModel):
     allow_same_run: bool = False
     # A sweep's cap: at most this many of its points running at once (`worker.flow.slots`).
     max_parallel: int | None = Field(default=None, ge=1, le=10_000)
+    # Jobs this one waits for: JOB[:ok|any|notok] each (`worker.flow.deps`).
+    after: tuple[str, ...] = ()
     env: tuple[str, ...] = ()
     # Who is told of which state changes (`worker.notify`): NAME[:STATE,...] each.
     notify: tuple[str, ...] = ()
@@ -98,7 +100,7 @@ class SubmitOptions(BaseModel):
             return ",".join(v)
         return _scalar_text(v)
 
-    @field_validator("sync", "expect", "waive", "include", "repairs", mode="before")
+    @field_validator("sync", "expect", "waive", "include", "repairs", "after", mode="before")
     @classmethod
     def _list(cls, v: object) -> object:
         return [v] if isinstance(v, str) else v
@@ -195,6 +197,7 @@ def read_job_file(path: Path) -> tuple[dict[str, Any], dict[str, list[Any]]]:
         if not isinstance(key, str):
             raise UserInputError(f"Job file '{shown}': key {key!r} is not text.")
     sweep = data.pop("sweep", None) or {}
+    data.pop("steps", None)  # a pipeline's steps: `producer.pipeline` reads them
     if not isinstance(sweep, dict) or not all(isinstance(v, list) and v for v in sweep.values()):
         raise UserInputError(
             f"Job file '{shown}': sweep must map keys to non-empty lists "

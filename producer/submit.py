@@ -331,14 +331,15 @@ def enqueue_many(
     *,
     allow_same_run: bool = False,
     sweep: SweepTag | None = None,
+    after: Sequence[str] = (),
 ) -> list[Enqueued]:
     """`enqueue` for a batch (a sweep, `sweep` or a new id): every job recorded in one atomic
     step (all or none), then the new ones' messages sent over one broker connection. Under
     Redis ACLs each job goes into the authenticated user's namespace (`worker.people.owners`)."""
     specs = [owned(spec, ledger.identity) for spec in specs]
-    if sweep is None and len(specs) > 1:  # a sweep's points, as one unit (`worker.flow`)
+    if sweep is None and len(specs) > 1 and not any(after):  # a sweep's points (`worker.flow`)
         sweep = SweepTag(new_sweep_id(ledger.identity.owner))
-    created = ledger.create_many(specs, exclusive=not allow_same_run, sweep=sweep)
+    created = ledger.create_many(specs, exclusive=not allow_same_run, sweep=sweep, after=after)
     results: list[Enqueued] = []
     with app.producer_or_acquire() as producer, _SentEvents(app, producer) as events:
         for spec, (job_id, new) in zip(specs, created, strict=True):

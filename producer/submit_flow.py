@@ -74,13 +74,17 @@ def points_of(
     the options given (they win over a job file's keys); `grid` (KEY: values) and `sweep_flags`
     (KEY=V1,V2) a sweep added to the file's."""
     from producer.jobfile import is_job_file, merge_flags, read_job_file, validate
+    from producer.pipeline import read_steps, step_points
     from producer.sweep import Point, expand, parse_sweep_flags
 
+    steps = read_steps(target) if is_job_file(target) else None
     if is_job_file(target):
         fields, file_grid = read_job_file(target)
         where = f"Job file '{target}'" + (f" with {source.given}" if typed else "")
     else:
         fields, file_grid, where = {"script": str(target)}, {}, source.name
+    if steps is not None:
+        return step_points(fields, steps, typed, where, bool(file_grid or grid or sweep_flags))
     fields = merge_flags(fields, typed)
     swept = {**file_grid, **(grid or {}), **parse_sweep_flags(sweep_flags)}
     opts = validate(fields, where)
@@ -226,8 +230,9 @@ def enqueue_points(
     allow = points[0].options.allow_same_run
     app = build_app(settings) if app is None else app
     tag = sweep_tag(points, ledger)
+    after = [resolve_after(p.options.after, ledger) for p in points]
     results = enqueue_many(
-        specs, ledger, app, settings.queue_prefix, allow_same_run=allow, sweep=tag
+        specs, ledger, app, settings.queue_prefix, allow_same_run=allow, sweep=tag, after=after
     )
     queues = sorted({queue_for(s.gpu, settings.queue_prefix) for s in specs})
     served = {q: count_serving(ledger.r, ledger.keys, q) for q in queues}
@@ -237,6 +242,27 @@ def enqueue_points(
         if not n
     ]
     return Sent(results, served, warnings, tag.sweep_id if tag else "")
+
+
+def resolve_after(values: Sequence[str], ledger: Ledger) -> str:
+    """A point's dependencies as the creation script takes them: each job named by its whole id
+    (a unique prefix is enough; an unknown one is refused in one line), `@N` kept."""
+    from worker.errors import ColabqError
+    from worker.flow.deps import Dep, encode, parse_after
+
+    deps = []
+    for d in parse_after(list(values)):
+        if d.job.startswith("@"):
+            deps.append(d)
+            continue
+        try:
+            deps.append(Dep(ledger.find_by_prefix(d.job), d.cond))
+        except (ColabqError, LookupError):
+            raise UserInputError(
+                f"--after {d.job}: no such job (or several start so): name it by its id, "
+                "as `colabq status` lists it."
+            ) from None
+    return encode(deps)
 
 
 def sweep_tag(points: Sequence[Point], ledger: Ledger) -> SweepTag | None:

@@ -23,7 +23,7 @@ MAX_POINTS = 10_000
 # what code the sweep ships (one commit for every point).
 _FIXED = frozenset(
     {"name", "idempotency_key", "sync", "expect", "waive", "code", "include", "repairs",
-     "max_parallel", *PAIR_KEYS}
+     "max_parallel", "after", *PAIR_KEYS}
 )  # fmt: skip
 _PLACEHOLDER = re.compile(r"\{([^{}]+)\}")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")

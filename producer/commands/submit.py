@@ -175,6 +175,14 @@ def submit(
             "(gpu, wall, config, epochs, ...) or env.NAME.",
         ),
     ] = None,
+    after: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="JOB[:ok|any|notok]: start only once JOB ended as asked (ok: SUCCEEDED, the "
+            "default; notok: any other end; any); if it cannot any more, end CANCELLED. "
+            "Repeatable.",
+        ),
+    ] = None,
     max_parallel: Annotated[
         int | None,
         typer.Option(

@@ -27,6 +27,7 @@ from worker.errors import ColabqError
 from worker.fleet import health
 from worker.fleet.dispatch import resume_consuming, send_job, stop_consuming
 from worker.fleet.putback import promote_due
+from worker.flow.deps import release_or_settle
 from worker.records.ledger import Ledger
 from worker.settings import Settings
 
@@ -119,6 +120,8 @@ class Prober:
         sent = []
         for job_id in promote_due(self.ledger, now):
             try:
+                if not release_or_settle(self.ledger, job_id, now):
+                    continue  # waits for its dependencies, or ended (`worker.flow.deps`)
                 spec = self.ledger.get(job_id).spec
             except ColabqError:
                 continue

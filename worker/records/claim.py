@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from worker.flow.deps import WAIT_DEPS
 from worker.flow.slots import SWEEP_BASE, TAKE_SLOT, TOOK_SLOT
 from worker.people.owners import owner_of
 from worker.records.events import events_key
@@ -39,6 +40,7 @@ if redis.call('EXISTS', KEYS[6]) == 1 then return {'drained', ''} end
 local cur = redis.call('HGET', KEYS[1], 'owner') or ''
 if cur ~= '' and cur ~= ARGV[1] then return {'owned', ''} end
 """
+    + WAIT_DEPS
     + TAKE_SLOT
     + """
 if not redis.call('SET', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2]) then return {'owned', ''} end

@@ -29,8 +29,8 @@ RESUBMITTABLE = frozenset(TERMINAL - {JobState.SUCCEEDED})
 # states (comma-joined), the QUEUED history entry, resubmittable states (comma-joined), the
 # sweep's id ('' for none), its base key and its cap (`worker.flow.sweeps`), then per job: id,
 # its idempotency key, destination, spec JSON, run name, gpu, submitted by, its job key, its
-# history key. Returns per job (id, created, the job it replaces or ''), or
-# (-(index + 1), holder id, holder state) for a refusal.
+# history key, its dependencies (`worker.flow.deps`, '' for none). Returns per job (id,
+# created, the job it replaces or ''), or (-(index + 1), holder id, holder state) for a refusal.
 CREATE_SCRIPT = """
 local jobkey, exclusive, now, entry = ARGV[1], ARGV[2] == '1', ARGV[3], ARGV[5]
 local terminal, again = {}, {}
@@ -38,9 +38,9 @@ for st in string.gmatch(ARGV[4], '[^,]+') do terminal[st] = true end
 for st in string.gmatch(ARGV[6], '[^,]+') do again[st] = true end
 local out, todo, replaced = {}, {}, {}
 local sweep, sweepkey = ARGV[7], ARGV[8]
-local n = (#ARGV - 9) / 9
+local n = (#ARGV - 9) / 10
 for k = 0, n - 1 do
-  local b = 9 + 9 * k
+  local b = 9 + 10 * k
   local existing = redis.call('GET', ARGV[b + 2])
   local kept = nil
   if existing then
@@ -78,6 +78,16 @@ for i, b in ipairs(todo) do
   redis.call('XADD', KEYS[4], '*', 'job', id, 'kind', 'submit', 'from', '', 'e', entry)
   redis.call('ZADD', KEYS[2], now, id)
   redis.call('SADD', KEYS[3], id)
+  if ARGV[b + 10] ~= '' then
+    -- Its dependencies (`worker.flow.deps`): `@N` is the batch's N-th job (an earlier step).
+    local deps = {}
+    for dep, cond in string.gmatch(ARGV[b + 10], '([^,:]+):([^,]+)') do
+      if string.sub(dep, 1, 1) == '@' then dep = out[3 * tonumber(string.sub(dep, 2)) + 1] end
+      deps[#deps + 1] = dep .. ':' .. cond
+      redis.call('SADD', jobkey .. dep .. ':dependants', id)
+    end
+    redis.call('HSET', ARGV[b + 8], 'after', table.concat(deps, ','))
+  end
   if sweep ~= '' then
     redis.call('HSET', ARGV[b + 8], 'sweep', sweep)
     redis.call('ZADD', sweepkey .. ':jobs', i, id)
@@ -99,9 +109,11 @@ def create_jobs(
     *,
     exclusive: bool,
     sweep: SweepTag | None = None,
+    after: Sequence[str] = (),
 ) -> list[tuple[str, bool]]:
     """Run `CREATE_SCRIPT` (registered by the ledger) for `specs`, each with the QUEUED history
-    entry `entry`, as points of `sweep` if given: (job id, created) each."""
+    entry `entry`, as points of `sweep` if given, each after its `after` (encoded dependencies,
+    `worker.flow.deps`; '' or none for none): (job id, created) each."""
     if not specs:
         return []
     k = keys
@@ -113,12 +125,12 @@ def create_jobs(
         argv += ["", "", "0"]
     else:
         argv += [sweep.sweep_id, sweep_base(k, sweep.sweep_id), str(sweep.max_parallel)]
-    for spec in specs:
+    for i, spec in enumerate(specs):
         argv += [
             spec.job_id, k.idempotency(spec.idempotency_key, owner_of(spec.job_id)),
             destination(spec),
             encode_spec(spec), spec.run_name, spec.gpu.value, spec.submitted_by,
-            k.job(spec.job_id), k.history(spec.job_id),
+            k.job(spec.job_id), k.history(spec.job_id), after[i] if i < len(after) else "",
         ]  # fmt: skip
     reply = script(keys=[k.live_destinations(), k.jobs(), k.active(), events_key(k)], args=argv)
     if isinstance(reply[0], int):  # a refusal: (-(index + 1), holder, its state)

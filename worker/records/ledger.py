@@ -20,6 +20,7 @@ import redis
 
 from worker.clock import Clock
 from worker.errors import AmbiguousJob, IllegalTransition, JobNotFound, StaleOwner
+from worker.flow.deps import nudge_dependants
 from worker.flow.slots import free_slot
 from worker.flow.sweeps import SweepTag
 from worker.people.identity import Identity, identify
@@ -132,7 +133,12 @@ class Ledger:
         return self.create_many([spec], exclusive=exclusive)[0]
 
     def create_many(
-        self, specs: Sequence[JobSpec], *, exclusive: bool = True, sweep: SweepTag | None = None
+        self,
+        specs: Sequence[JobSpec],
+        *,
+        exclusive: bool = True,
+        sweep: SweepTag | None = None,
+        after: Sequence[str] = (),
     ) -> list[tuple[str, bool]]:
         """`create` for a batch (a sweep), in one atomic script and one round trip: either
         every new job is recorded or, when one of them is refused (RunNameInUse), none is. The
@@ -140,8 +146,9 @@ class Ledger:
         now = self.clock.time()
         entry = self.entry(JobState.QUEUED, now, "submitted")
         return create_jobs(
-            self._create, self.keys, now, entry, specs, exclusive=exclusive, sweep=sweep
-        )
+            self._create, self.keys, now, entry, specs, exclusive=exclusive, sweep=sweep,
+            after=after,
+        )  # fmt: skip
 
     def get(self, job_id: str) -> JobRecord:
         raw = self.r.hgetall(self.keys.job(job_id))
@@ -275,6 +282,7 @@ class Ledger:
                 pipe.srem(self.keys.active(), job_id)
                 if b"sweep" in raw:  # its sweep's slot, if it held one (`worker.flow.slots`)
                     free_slot(pipe, self.keys, job_id, now)
+                nudge_dependants(pipe, self.keys, job_id, now)  # `worker.flow.deps`
                 if raw.get(b"tracker_run") or extra.get("tracker_run"):
                     pipe.zadd(self.keys.tracker_check(), {job_id: now})
                 ttl = int(self.retention_s)
