@@ -111,15 +111,16 @@ end
     "({" + ", ".join(f"{s.value} = true" for s in sorted(TERMINAL)) + "})",
 )
 
-# KEYS: the job hash, deferred. ARGV: the key prefix, job id, now. The job's dependants still
-# QUEUED and unowned are made due now (`fleet.prober` then judges each).
+# KEYS: the job hash. ARGV: the key prefix, job id, now, the deferred set (undeclared, written
+# with pcall: a write Redis ACLs refuse leaves the dependant to its backstop retry). The job's
+# dependants still QUEUED and unowned are made due now (`fleet.prober` then judges each).
 NUDGE = """
 for _, id in ipairs(redis.call('SMEMBERS', KEYS[1] .. ':dependants')) do
   local k = ARGV[1] .. ':job:' .. id
   local st, owner = redis.call('HGET', k, 'state'), redis.call('HGET', k, 'owner') or ''
   if st == 'queued' and owner == '' then
-    redis.call('HSET', k, 'retry_at', ARGV[3])
-    redis.call('ZADD', KEYS[2], ARGV[3], id)
+    redis.pcall('HSET', k, 'retry_at', ARGV[3])
+    redis.pcall('ZADD', ARGV[4], ARGV[3], id)
   end
 end
 """
@@ -127,7 +128,7 @@ end
 
 def nudge_dependants(client: Any, keys: Keys, job_id: str, now: float) -> None:
     """Run `NUDGE` on `client` (a pipeline inside the ending job's transaction)."""
-    client.eval(NUDGE, 2, keys.job(job_id), keys.deferred(), keys.prefix, job_id, repr(now))
+    client.eval(NUDGE, 1, keys.job(job_id), keys.prefix, job_id, repr(now), keys.deferred())
 
 
 def release_or_settle(ledger: Ledger, job_id: str, now: float) -> bool:

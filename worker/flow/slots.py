@@ -60,10 +60,12 @@ if slots then
 end
 """
 
-# KEYS: the job hash, deferred. ARGV: the key prefix, job id, now. Gives back the job's slot (if
-# it held one) and leaves the sweep's waiting queue; when a slot was freed, the first waiting
-# point in the sweep's order that is still QUEUED and unowned is made due now. Returns the id
-# made due, or ''.
+# KEYS: the job hash. ARGV: the key prefix, job id, now, the deferred set (not a declared key:
+# a user cancelling their own QUEUED point under Redis ACLs may not write it, and need not:
+# only a freed slot writes it, and a write refused leaves the next point to its backstop retry).
+# Gives back the job's slot (if it held one) and leaves the sweep's waiting queue; when a slot
+# was freed, the first waiting point in the sweep's order that is still QUEUED and unowned is
+# made due now. Returns the id made due, or ''.
 FREE_SLOT = (
     SWEEP_BASE
     + """
@@ -80,8 +82,8 @@ while true do
   local k = pfx .. ':job:' .. nxt
   local st, owner = redis.call('HGET', k, 'state'), redis.call('HGET', k, 'owner') or ''
   if st == 'queued' and owner == '' then
-    redis.call('HSET', k, 'retry_at', now)
-    redis.call('ZADD', KEYS[2], now, nxt)
+    redis.pcall('HSET', k, 'retry_at', now)
+    redis.pcall('ZADD', ARGV[4], now, nxt)
     return nxt
   end
 end
@@ -92,4 +94,4 @@ end
 def free_slot(client: Any, keys: Keys, job_id: str, now: float) -> None:
     """Run `FREE_SLOT` for `job_id` on `client` (a Redis client, or a pipeline inside a
     transaction: it then runs atomically with the transaction's other commands)."""
-    client.eval(FREE_SLOT, 2, keys.job(job_id), keys.deferred(), keys.prefix, job_id, repr(now))
+    client.eval(FREE_SLOT, 1, keys.job(job_id), keys.prefix, job_id, repr(now), keys.deferred())

@@ -85,6 +85,9 @@ for i, b in ipairs(todo) do
       if string.sub(dep, 1, 1) == '@' then dep = out[3 * tonumber(string.sub(dep, 2)) + 1] end
       deps[#deps + 1] = dep .. ':' .. cond
       redis.call('SADD', jobkey .. dep .. ':dependants', id)
+      if redis.call('EXISTS', jobkey .. dep) == 1 then
+        redis.call('HSET', jobkey .. dep, 'dependants', '1')
+      end
     end
     redis.call('HSET', ARGV[b + 8], 'after', table.concat(deps, ','))
   end

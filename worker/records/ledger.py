@@ -282,7 +282,8 @@ class Ledger:
                 pipe.srem(self.keys.active(), job_id)
                 if b"sweep" in raw:  # its sweep's slot, if it held one (`worker.flow.slots`)
                     free_slot(pipe, self.keys, job_id, now)
-                nudge_dependants(pipe, self.keys, job_id, now)  # `worker.flow.deps`
+                if b"dependants" in raw:  # jobs wait for this one (`worker.flow.deps`)
+                    nudge_dependants(pipe, self.keys, job_id, now)
                 if raw.get(b"tracker_run") or extra.get("tracker_run"):
                     pipe.zadd(self.keys.tracker_check(), {job_id: now})
                 ttl = int(self.retention_s)
