@@ -86,6 +86,8 @@ class SubmitOptions(BaseModel):
     code: Literal["git", "snapshot"] | None = None
     include: tuple[str, ...] = ()  # relative to repo_dir, like the pre-flight's paths
     repairs: tuple[Literal["torch-cuda", "nccl", "pytest"], ...] = ()
+    # Secrets the job's own processes may read, by name (worker.spec.Secret).
+    secrets: tuple[Literal["hf_token"], ...] = ()
 
     @field_validator("wall", "idle", "ttl", "sync_interval", "name", "capacity_wait", mode="before")
     @classmethod
@@ -100,7 +102,9 @@ class SubmitOptions(BaseModel):
             return ",".join(v)
         return _scalar_text(v)
 
-    @field_validator("sync", "expect", "waive", "include", "repairs", "after", mode="before")
+    @field_validator(
+        "sync", "expect", "waive", "include", "repairs", "secrets", "after", mode="before"
+    )
     @classmethod
     def _list(cls, v: object) -> object:
         return [v] if isinstance(v, str) else v
@@ -122,7 +126,7 @@ FIELDS = tuple(SubmitOptions.model_fields)
 
 
 # Keys whose repeatable option is spelled in the singular.
-_OPTION_NAMES = {"repairs": "--repair"}
+_OPTION_NAMES = {"repairs": "--repair", "secrets": "--secret"}
 
 
 def option_name(key: str) -> str:

@@ -77,6 +77,7 @@ class SubmitRequest:
     notify: Sequence[str] = ()  # NAME[:STATE,...] (worker.notify)
     capacity_wait: str | None = None  # a duration; the spec's default when None
     code: CodeSpec | None = None  # the repository shipped (producer.code); its commit is `commit`
+    secrets: Sequence[str] = ()  # what the job's own processes may read, by name
 
 
 def read_script(path: Path) -> str:
@@ -276,6 +277,8 @@ def build_spec(req: SubmitRequest, *, now: datetime | None = None) -> JobSpec:
         fields["notify"] = tuple(dict.fromkeys(t.strip() for t in req.notify))
     if req.code is not None:
         fields["code"] = req.code
+    if req.secrets:
+        fields["secrets"] = tuple(dict.fromkeys(req.secrets))
     if req.capacity_wait is not None:
         wait = _duration("--capacity-wait", req.capacity_wait)
         if not 0 < wait <= MAX_CAPACITY_WAIT_S:

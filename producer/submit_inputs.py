@@ -71,6 +71,7 @@ def submit_request(
         env=o.env,
         notify=o.notify,
         capacity_wait=o.capacity_wait,
+        secrets=o.secrets,
     )
 
 

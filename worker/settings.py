@@ -109,6 +109,10 @@ class Settings(BaseSettings):
     # Sessions are proven ours by this prefix plus 128 random bits.
     session_prefix: str = "colabq-"
     hf_token_file: Path | None = None
+    # Hub tokens per destination and per submitting user (0600 files `dest/<owner>__<repo>` and
+    # `user/<name>` in this folder): a job's uploads use its destination's, else its user's,
+    # else `hf_token_file` (worker/session/hubtoken.py).
+    hf_token_dir: Path | None = None
     # Read credentials for the git remotes of `code: git` jobs, in git-credential-store format
     # (`https://USER:TOKEN@HOST`, one per line), a 0600 file: the pre-allocation check fetches
     # with it and the VM gets it as a file, deleted after its fetch (never argv, log or Redis).
@@ -259,6 +263,13 @@ class Settings(BaseSettings):
     def _secret_file(cls, v: Path | None) -> Path | None:
         if v is not None and v.is_dir():
             raise ValueError(f"{v} is a folder; name the 0600 file that holds the secret")
+        return v
+
+    @field_validator("hf_token_dir")
+    @classmethod
+    def _secret_dir(cls, v: Path | None) -> Path | None:
+        if v is not None and v.exists() and not v.is_dir():
+            raise ValueError(f"{v} is a file; name the folder that holds dest/ and user/")
         return v
 
     @field_validator("worker_gpus", mode="before")

@@ -72,6 +72,11 @@ NotifyEntry = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,31}(:[A-Za-z_
 # in the VM's environment and only when the job opts in by name (`repairs:`).
 Repair = Literal["torch-cuda", "nccl", "pytest"]
 REPAIRS: tuple[str, ...] = ("torch-cuda", "nccl", "pytest")
+# The secrets a job's own processes may read, each asked for by name. `hf_token`: this worker's
+# Hub token for the job, as a file whose path is HF_TOKEN_PATH (the job can then write wherever
+# that token can). Without it the job never sees a token: the wrapper uploads with one that the
+# job's (unprivileged) user cannot read.
+Secret = Literal["hf_token"]
 _SHA = r"^[0-9a-f]{40}$"
 
 
@@ -191,6 +196,7 @@ class JobSpec(BaseModel):
     waivers: tuple[str, ...] = ()
     # The repository at one commit, shipped to the VM; None: the job script alone (as before).
     code: CodeSpec | None = None
+    secrets: tuple[Secret, ...] = ()
     preflight_digest: str | None = None
     submitted_at: datetime
     submitted_from: str = ""

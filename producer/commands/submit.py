@@ -111,6 +111,15 @@ def submit(
             "repair, in the VM only.",
         ),
     ] = None,
+    secrets: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--secret",
+            help="hf_token: the job's own processes get the worker's Hub token for it, as a "
+            "file (HF_TOKEN_PATH); the job can then write wherever that token can. Without it "
+            "the job never sees a token.",
+        ),
+    ] = None,
     notify: Annotated[
         list[str] | None,
         typer.Option(

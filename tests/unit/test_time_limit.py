@@ -24,6 +24,7 @@ from producer.preflight.eta import check_eta
 from producer.preflight.report import Verdict
 from producer.render import final_report, job_json
 from tests.factories import make_spec
+from tests.reachable import reachable_folder
 from worker.clock import FakeClock
 from worker.janitor.settle import settle_outcome
 from worker.records.keys import Keys
@@ -39,19 +40,23 @@ TOKYO = ZoneInfo("Asia/Tokyo")
 
 
 def run_wrapper(tmp_path: Path, script: str, ttl_s: int) -> str:
-    """The wrapper as the launch cell starts it, with a local store: its console output."""
-    root, store = tmp_path / "content", tmp_path / "store"
-    root.mkdir()
-    store.mkdir()
-    shutil.copy(VM / "colabq_sync.py", root)
-    (root / "job.sh").write_text(script)
-    argv = [
-        "bash", str(VM / "colab-job.sh"), "--job", "j1", "--nonce", "N", "--ttl", str(ttl_s),
-        "--dest-kind", "local", "--dest-repo", str(store), "--prefix", "p", "--heartbeat-s", "1",
-        "--sync-interval", "600", "--", "bash", str(root / "job.sh"),
-    ]  # fmt: skip
-    done = subprocess.run(argv, cwd=root, capture_output=True, text=True, timeout=60, check=False)
-    return done.stdout
+    """The wrapper as the launch cell starts it, with a local store: its console output. The
+    job's folder is one every user reaches (run as root, the wrapper runs the job as another)."""
+    with reachable_folder("colabq-ttl-") as folder:
+        root, store = folder / "content", tmp_path / "store"
+        root.mkdir()
+        store.mkdir()
+        shutil.copy(VM / "colabq_sync.py", root)
+        (root / "job.sh").write_text(script)
+        argv = [
+            "bash", str(VM / "colab-job.sh"), "--job", "j1", "--nonce", "N", "--ttl", str(ttl_s),
+            "--dest-kind", "local", "--dest-repo", str(store), "--prefix", "p",
+            "--heartbeat-s", "1", "--sync-interval", "600", "--", "bash", str(root / "job.sh"),
+        ]  # fmt: skip
+        done = subprocess.run(
+            argv, cwd=root, capture_output=True, text=True, timeout=60, check=False
+        )
+        return done.stdout
 
 
 def test_the_wrapper_reports_a_job_timeout_stopped_at_its_limit(tmp_path: Path) -> None:

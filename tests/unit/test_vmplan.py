@@ -1,5 +1,5 @@
-"""What goes to the VM: one bundle (the token inside it twice, as files), cells and argv that
-carry names and paths, never a token's value."""
+"""What goes to the VM: one bundle (the token inside it once, as a file), cells and argv that
+carry names and paths, never a token's value; the job gets a copy only if it asks by name."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from worker.spec import CodeSpec
 TOKEN = "hf_do_not_leak_0123456789"
 
 
-def test_the_bundle_holds_the_token_twice_as_files_and_the_cells_never_name_it(
+def test_the_bundle_holds_the_token_once_as_a_file_and_the_cells_never_name_it(
     tmp_path: Path,
 ) -> None:
     token = tmp_path / "tok"
@@ -39,10 +39,14 @@ def test_the_bundle_holds_the_token_twice_as_files_and_the_cells_never_name_it(
         vmplan.SCRIPT,
         vmplan.CODE,
         vmplan.ENVCHECK,
+        vmplan.JOBUSER,
         vmplan.UPLOAD_TOKEN,
-        vmplan.JOB_TOKEN,
     ]
     argv = vmplan.wrapper_argv(spec, settings, "n1")
+    assert argv[argv.index("--token-file") + 1] == "{content}/" + vmplan.UPLOAD_TOKEN
+    assert "--job-secret" not in argv  # the job asked for no secret
+    asks = vmplan.wrapper_argv(make_spec(secrets=("hf_token",)), settings, "n1")
+    assert asks[asks.index("--job-secret") + 1] == "hf_token"
     launch = vmplan.launch_source(spec, settings, "n1")
     attach = vmplan.attach_source(spec.job_id, "n1", 123)
     for text in (" ".join(argv), launch, attach):
@@ -58,11 +62,14 @@ def test_the_bundle_holds_the_token_twice_as_files_and_the_cells_never_name_it(
 def test_without_a_token_nothing_secret_is_bundled(tmp_path: Path) -> None:
     members = vmplan.bundle_members(tmp_path / "job.sh", None)
     assert [name for _, name in members] == [
-        vmplan.WRAPPER, vmplan.SYNC, vmplan.SCRIPT, vmplan.CODE, vmplan.ENVCHECK,
+        vmplan.WRAPPER, vmplan.SYNC, vmplan.SCRIPT, vmplan.CODE, vmplan.ENVCHECK, vmplan.JOBUSER,
     ]  # fmt: skip
     assert all(local.is_file() for local, name in members if name != vmplan.SCRIPT)
     argv = vmplan.wrapper_argv(make_spec(), Settings(), "n1")
     assert "--token-file" not in argv and "--resume" not in argv
+    # With per-user or per-destination tokens the wrapper looks for the one the host chose.
+    argv = vmplan.wrapper_argv(make_spec(), Settings(hf_token_dir=tmp_path), "n1")
+    assert "--token-file" in argv
 
 
 def test_a_restart_segment_resumes_from_its_checkpoint_with_what_is_left(tmp_path: Path) -> None:

@@ -15,9 +15,12 @@ from pathlib import Path
 import pytest
 
 from ops.uvproject import UvProject, build_uv_project
+from tests.reachable import reachable_folder
 
 VM = Path(__file__).resolve().parents[2] / "worker" / "vm"
-BUNDLED = ("colab-job.sh", "colabq_sync.py", "colabq_code.py", "colabq_envcheck.py")
+BUNDLED = (
+    "colab-job.sh", "colabq_sync.py", "colabq_code.py", "colabq_envcheck.py", "colabq_jobuser.sh"
+)  # fmt: skip
 NONCE = "N"
 
 
@@ -79,8 +82,13 @@ def fake_smi(bin_dir: Path, cuda: str) -> None:
 
 @pytest.fixture
 def vm(tmp_path: Path) -> Iterator[Vm]:
-    content, store, bin_dir = tmp_path / "content", tmp_path / "store", tmp_path / "bin"
-    for folder in (content, store, bin_dir, tmp_path / "home"):
+    with reachable_folder("colabq-vm-") as root:
+        yield make_vm(root, tmp_path)
+
+
+def make_vm(root: Path, tmp_path: Path) -> Vm:
+    content, store, bin_dir = root / "content", tmp_path / "store", root / "bin"
+    for folder in (content, store, bin_dir, root / "home"):
         folder.mkdir()
     for name in BUNDLED:
         shutil.copy(VM / name, content / name)
@@ -89,13 +97,13 @@ def vm(tmp_path: Path) -> Iterator[Vm]:
     # pytest beside it, as on Colab's image. Colab's presets set, as its kernel sets them.
     path = f"{bin_dir}:{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"
     env = {
-        "PATH": path, "HOME": str(tmp_path / "home"), "LANG": "C.UTF-8",
+        "PATH": path, "HOME": str(root / "home"), "LANG": "C.UTF-8",
         "UV_OFFLINE": "1", "UV_PYTHON_DOWNLOADS": "never",
         "UV_CACHE_DIR": str(tmp_path / "uv-cache"),
         "UV_SYSTEM_PYTHON": "true", "PYTHONPATH": "/env/python",
         "MPLBACKEND": "module://matplotlib_inline.backend_inline",
     }  # fmt: skip
-    yield Vm(tmp_path, content, store, env)
+    return Vm(root, content, store, env)
 
 
 @pytest.fixture

@@ -31,6 +31,7 @@ from worker.fleet.causes import Cause
 from worker.fleet.putback import Attempt, give_back_host
 from worker.records.lease import Heartbeat
 from worker.records.ledger import Ledger
+from worker.session.hubtoken import token_path
 from worker.session.job import Claimed
 from worker.session.jobfiles import JobFiles
 from worker.session.plan import SCRIPT
@@ -113,7 +114,7 @@ def _wire(
 
     files = JobFiles(job_dir(settings, spec.job_id)).ensure()
     clock = SystemClock()
-    token = read_token(settings.hf_token_file)
+    token = read_token(token_path(spec, settings))  # this job's: its destination's, its user's
     hub = HubStore(settings.hub_endpoint(), token)
     # The job's state as this owner last recorded it: what its record says again if Redis
     # loses it (a restart without persistence) while the job runs.

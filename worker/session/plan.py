@@ -25,10 +25,11 @@ SYNC = "colabq_sync.py"
 SCRIPT = "colab-user-job.sh"
 CODE = "colabq_code.py"  # the code stage: the repository at its commit, its uv environment
 ENVCHECK = "colabq_envcheck.py"  # the known breakages of that environment, and their repairs
-# Names of the token copies on the VM (not secrets themselves); the wrapper deletes the first
-# as soon as it has read it, and moves the second out of the synced folder.
+JOBUSER = "colabq_jobuser.sh"  # the job's unprivileged user on the VM (sourced by the wrapper)
+# The name of the token's one copy on the VM (not a secret itself): the wrapper reads it into
+# its memory and deletes it at once; only its uploader and downloader processes get the token,
+# and the job a copy of its own only if its spec asks for `hf_token`.
 UPLOAD_TOKEN = ".colabq-upload-token"  # noqa: S105
-JOB_TOKEN = ".colabq-job-token"  # noqa: S105
 # The worker host's git read credential, for a `code: git` job only: moved out of /content by
 # the wrapper at once, read by git alone, deleted once the fetch is over.
 GIT_CREDENTIALS = ".colabq-git-credentials"
@@ -49,12 +50,12 @@ def bundle_members(
 ) -> list[tuple[Path, str]]:
     """(local file, name on the VM) of everything the job needs there. Data never travels this
     way: inputs are staged on the Hub and declared, the code is fetched or staged. The token
-    goes twice: one copy the wrapper's uploader consumes, one for the job's own downloads. The
-    git credential (`git_credentials_for`) goes once, for the fetch."""
+    (the job's, `worker.session.hubtoken`) goes once, for the wrapper. The git credential
+    (`git_credentials_for`) goes once, for the fetch."""
     members = [(VM_DIR / WRAPPER, WRAPPER), (VM_DIR / SYNC, SYNC), (script, SCRIPT)]
-    members += [(VM_DIR / CODE, CODE), (VM_DIR / ENVCHECK, ENVCHECK)]
+    members += [(VM_DIR / CODE, CODE), (VM_DIR / ENVCHECK, ENVCHECK), (VM_DIR / JOBUSER, JOBUSER)]
     if token_file is not None:
-        members += [(token_file, UPLOAD_TOKEN), (token_file, JOB_TOKEN)]
+        members.append((token_file, UPLOAD_TOKEN))
     if git_credentials is not None:
         members.append((git_credentials, GIT_CREDENTIALS))
     return members
@@ -116,9 +117,10 @@ def wrapper_argv(
         "--segment", str(seg.number), "--heartbeat-s", f"{settings.vm_heartbeat_s:g}",
         "--release-hold-s", f"{settings.release_hold_s:g}",
     ]  # fmt: skip
-    if settings.hf_token_file is not None:
-        args += ["--token-file", "{content}/" + UPLOAD_TOKEN]
-        args += ["--job-token-file", "{content}/" + JOB_TOKEN]
+    if settings.hf_token_file is not None or settings.hf_token_dir is not None:
+        args += ["--token-file", "{content}/" + UPLOAD_TOKEN]  # if one applies, it is there
+    for name in spec.secrets:
+        args += ["--job-secret", name]
     if endpoint := settings.hub_endpoint():
         args += ["--hf-endpoint", endpoint]
     resume = seg.resume_uri or spec.resume_from

@@ -23,7 +23,7 @@ from worker.errors import (
 )
 from worker.fleet.causes import CAPACITY_ERRORS, Cause, GpuMismatch, PutBack, cause_of
 from worker.records.record import JobRecord
-from worker.session import checks, codecheck, procs
+from worker.session import checks, codecheck, hubtoken, procs
 from worker.session import plan as vmplan
 from worker.session.job import FRESH, Finish, JobRun, session_name
 from worker.session.launch import launch_job, lost_while_launching
@@ -112,12 +112,9 @@ class Starting(JobRun):
         try:
             launch = vmplan.launch_source(spec, d.settings, self.nonce, self._segment_plan())
             checks.check_job_files(spec, self.files.root, vmplan.VM_DIR, launch)
-            if d.settings.hf_token_file is not None:
-                checks.check_token_file(d.settings.hf_token_file)
-            elif spec.artifact.kind == "hf":
-                raise PutBack(
-                    Cause.HOST, "a Hub destination needs COLABQ_HF_TOKEN_FILE on the worker host"
-                )
+            token = hubtoken.choose(spec, d.settings)  # a bad or missing one: this host's
+            if token.whose in ("destination", "user"):
+                self.log(f"uploads use {token.describe()}")
             dest = d.store.check_destination(spec.artifact)
             self.log(f"destination: {dest}")
             if self.resume_uri is None and spec.resume_from:
@@ -133,6 +130,8 @@ class Starting(JobRun):
             )  # fmt: skip
         except BudgetExceeded as exc:
             raise Finish(S.FAILED_BUDGET, exc.advice()) from None
+        except hubtoken.NoHubToken as exc:
+            raise PutBack(Cause.HOST, exc.advice()) from None
         except codecheck.CodeHostFailure as exc:
             raise PutBack(Cause.HOST, f"pre-allocation check failed: {exc.advice()}") from None
         except (ColabqError, OSError) as exc:
@@ -183,7 +182,7 @@ class Starting(JobRun):
                 self.files.root / vmplan.BUNDLE,
                 vmplan.bundle_members(
                     self.files.root / vmplan.SCRIPT,
-                    d.settings.hf_token_file,
+                    hubtoken.choose(self.spec, d.settings).path,
                     vmplan.git_credentials_for(self.spec, d.settings),
                 ),
             )

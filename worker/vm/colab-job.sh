@@ -11,15 +11,17 @@
 #
 # Usage: bash colab-job.sh --job ID --nonce N --ttl S --sync-interval S --dest-kind K
 #          --dest-repo R --dest-type T --prefix P [--sync PATH]... [--token-file F]
-#          [--job-token-file F] [--hf-endpoint URL] [--upload-attempts N]
+#          [--job-secret hf_token] [--hf-endpoint URL] [--upload-attempts N]
 #          [--upload-backoff-s S] [--resume URI] [--segment N] [--heartbeat-s S]
 #          [--release-hold-s S] [--code-mode git|snapshot --code-commit SHA
 #          [--code-remote R | --code-snapshot URI] [--code-subdir D] [--code-uv]
 #          [--code-repair NAME]... [--git-credentials-file F]] -- CMD [ARGS]...
-# The token: the uploader's copy is read into this shell (never exported) and deleted at once;
-# only the uploader process gets it, as HF_TOKEN in its own environment. The job's copy is moved
-# out of the synced work folder and given to the job as a file path (HF_TOKEN_PATH), never as a
-# value.
+# The job's user (colabq_jobuser.sh): run as root (Colab), the wrapper runs the job's own
+# processes as an unprivileged user, with a HOME of its own; the job's folder is writable for it,
+# colabq's files in it (logs/, run/) stay the wrapper's.
+# The token: its one copy is read into this shell (never exported) and deleted at once; only the
+# uploader and downloader processes (root) get it, as HF_TOKEN in their own environments. The job
+# gets a copy of its own (a file, HF_TOKEN_PATH, never a value) only with --job-secret hf_token.
 # The code (--code-mode): colabq_code.py puts the repository at exactly its commit in repo/ (and,
 # with --code-uv, its environment: `uv sync --frozen`, then the job under `uv run --no-sync`);
 # the job then starts in repo/<subdir>, where its sync paths are too. The git credential, if
@@ -30,7 +32,7 @@ set -u
 unset UV_SYSTEM_PYTHON PYTHONPATH MPLBACKEND
 
 JOB="" NONCE="" TTL="" SYNC_INTERVAL=900 DEST_KIND="" DEST_REPO="" DEST_TYPE="model" PREFIX=""
-SYNC_PATHS=() TOKEN_FILE="" JOB_TOKEN_FILE="" HF_ENDPOINT_ARG="" RESUME_URI=""
+SYNC_PATHS=() TOKEN_FILE="" JOB_SECRETS=() HF_ENDPOINT_ARG="" RESUME_URI=""
 UPLOAD_ATTEMPTS=6 UPLOAD_BACKOFF_S=4 SEGMENT=0 HEARTBEAT_S=5 RELEASE_HOLD_S=30
 CODE_MODE="" CODE_SNAPSHOT="" GIT_CREDENTIALS_FILE="" CODE_ARGS=()
 while [ $# -gt 0 ]; do
@@ -45,7 +47,7 @@ while [ $# -gt 0 ]; do
     --prefix) PREFIX="$2"; shift 2 ;;
     --sync) SYNC_PATHS+=("$2"); shift 2 ;;
     --token-file) TOKEN_FILE="$2"; shift 2 ;;
-    --job-token-file) JOB_TOKEN_FILE="$2"; shift 2 ;;
+    --job-secret) JOB_SECRETS+=("$2"); shift 2 ;;
     --hf-endpoint) HF_ENDPOINT_ARG="$2"; shift 2 ;;
     --upload-attempts) UPLOAD_ATTEMPTS="$2"; shift 2 ;;
     --upload-backoff-s) UPLOAD_BACKOFF_S="$2"; shift 2 ;;
@@ -76,6 +78,15 @@ JOB_DIR="$WORK"  # the job's folder: repo/<subdir> once the code is there
 LOGS="$WORK/logs"
 RUN="$WORK/run"
 mkdir -p "$LOGS" "$RUN"
+# shellcheck source=colabq_jobuser.sh
+. "$(dirname "${BASH_SOURCE[0]}")/colabq_jobuser.sh"
+job_user_init "$ROOT" "$JOB"
+if [ -n "$JOB_UID" ]; then
+  # The job writes its folder; the sticky bit keeps colabq's entries in it (logs/, run/) the
+  # wrapper's. Its script came 0600 with the bundle: the job's user must read it.
+  chgrp "$JOB_GID" "$WORK" && chmod 1775 "$WORK"
+  chmod 644 "$ROOT/colab-user-job.sh" "$ROOT/colabq_envcheck.py" 2>/dev/null
+fi
 # Each segment of a restarted job keeps its own log beside the earlier ones.
 if [ "$SEGMENT" = "0" ]; then JOB_LOG="$LOGS/job.log"; else JOB_LOG="$LOGS/job.s$SEGMENT.log"; fi
 sentinel() { echo "__COLABQ_${NONCE}_$1__=$2"; }
@@ -97,15 +108,18 @@ phase() { echo "$1" > "$RUN/phase"; beat; }
 BEAT_PID=$!
 
 UPLOAD_TOKEN=""
-if [ -n "$TOKEN_FILE" ]; then
+if [ -n "$TOKEN_FILE" ] && [ -f "$TOKEN_FILE" ]; then
   UPLOAD_TOKEN="$(cat "$TOKEN_FILE")"
   rm -f "$TOKEN_FILE"
 fi
-if [ -n "$JOB_TOKEN_FILE" ] && [ -f "$JOB_TOKEN_FILE" ]; then
-  SECRETS="$ROOT/.colabq-secrets/$JOB"
-  mkdir -p "$SECRETS" && chmod 700 "$ROOT/.colabq-secrets" "$SECRETS"
-  mv "$JOB_TOKEN_FILE" "$SECRETS/hf-token" && chmod 600 "$SECRETS/hf-token"
-  export HF_TOKEN_PATH="$SECRETS/hf-token"
+unset HF_TOKEN HF_TOKEN_PATH  # the job's environment names no token but the one it asked for
+if [ -n "$UPLOAD_TOKEN" ] && [[ " ${JOB_SECRETS[*]-} " == *" hf_token "* ]]; then
+  # Asked for by name: a copy the job's user owns, in its HOME (or, as before, the secrets folder).
+  if [ -n "$JOB_UID" ]; then MINE="$JOB_HOME/.colabq"; else MINE="$ROOT/.colabq-secrets/$JOB"; fi
+  mkdir -p "$MINE" && chmod 700 "$(dirname "$MINE")" "$MINE"
+  (umask 077 && printf '%s\n' "$UPLOAD_TOKEN" > "$MINE/hf-token")
+  job_user_owns "$MINE"
+  export HF_TOKEN_PATH="$MINE/hf-token"
 fi
 if [ -n "$GIT_CREDENTIALS_FILE" ] && [ -f "$GIT_CREDENTIALS_FILE" ]; then
   SECRETS="$ROOT/.colabq-secrets/$JOB"
@@ -162,6 +176,8 @@ stage_code() {
       CODE_ARGS+=(--archive-error "$(tail -n 1 "$out/download.err" | sed 's/^colabq_sync: //')")
     fi
   fi
+  # The checkout (and its .venv: uv runs as the job's user) becomes the job's.
+  [ -n "$JOB_UID" ] && CODE_ARGS+=(--as-user "$JOB_UID:$JOB_GID:$JOB_HOME")
   python3 "$ROOT/colabq_code.py" "${CODE_ARGS[@]}" --repo "$WORK/repo" --out "$out" 2>&1 \
     | tee -a "$JOB_LOG"
   rc=${PIPESTATUS[0]}
@@ -212,6 +228,7 @@ if [ -n "$RESUME_URI" ]; then
   if RESUME_PATH="$(HF_TOKEN="$UPLOAD_TOKEN" python3 "$ROOT/colabq_sync.py" download \
       --uri "$RESUME_URI" --dest "$WORK/resume" "${HUB_OPTS[@]}")"; then
     export COLABQ_RESUME_FROM="$RESUME_PATH"
+    job_user_owns "$WORK/resume"
     echo "colabq: resuming from $RESUME_URI at $RESUME_PATH" | tee -a "$JOB_LOG"
     sentinel RESUME ok
   else
@@ -238,7 +255,14 @@ phase running
 [ -n "$CODE_UV" ] && set -- "$CODE_UV" run --no-sync "$@"
 sentinel STARTED "$(date +%s.%N)"
 JOB_T0=$SECONDS
-( cd "$JOB_DIR" && exec timeout --kill-after=120 "$TTL" "$@" ) 2>&1 | tee -a "$JOB_LOG"
+# `timeout` (the wrapper's user) stops the job's process group; only the job runs as its user,
+# with its own HOME and uv cache (where the code stage's uv, as that user, put it).
+(
+  cd "$JOB_DIR" || exit 1
+  [ -n "$JOB_UID" ] && export HOME="$JOB_HOME" USER="$JOB_USER" LOGNAME="$JOB_USER" \
+    UV_CACHE_DIR="$JOB_HOME/.cache/uv" PATH="$JOB_HOME/.local/bin:$PATH"  # pip's --user scripts
+  exec timeout --kill-after=120 "$TTL" "${JOB_AS[@]+"${JOB_AS[@]}"}" "$@"
+) 2>&1 | tee -a "$JOB_LOG"
 rc=${PIPESTATUS[0]}
 # `timeout` stopped the job at its limit (124; 137 after the kill grace), as opposed to a job
 # that exited 124 by itself earlier: the owner ends it TIMED_OUT, not FAILED.

@@ -15,6 +15,11 @@ environment, before the job runs. Started by the wrapper (colab-job.sh) with the
    are unset for uv commands; `uv sync --frozen` in the job's folder (uv finds the project and
    reads its own Python pin); then colabq_envcheck.py runs in the project's environment and
    names the known breakages, repairing those named by `--repair`.
+3. With `--as-user UID:GID:HOME` (the wrapper runs as root and the job as that user): the
+   checkout is handed to the job's user before uv runs, and uv runs as that user (its HOME, a uv
+   cache of its own), so the .venv is the job's and its Python one the job can run (uv skips
+   those it cannot, such as a Python under root's HOME). Git always runs as the wrapper's user:
+   only it reads the credential.
 
 Writes into `--out`: `code.json` and `environment.json` (one JSON object each, the wrapper's
 CODE and ENVIRONMENT sentinels), `uv` (the uv to run the job with) and `jobdir`. Its own lines go
@@ -35,6 +40,7 @@ import sys
 import tarfile
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +51,31 @@ PRESETS = ("UV_SYSTEM_PYTHON", "PYTHONPATH", "MPLBACKEND", "VIRTUAL_ENV")
 
 class StageError(Exception):
     """The one line saying why the job cannot run."""
+
+
+@dataclass(frozen=True)
+class JobUser:
+    """The job's unprivileged user on the VM, whom uv runs as."""
+
+    uid: int
+    gid: int
+    home: str
+
+    @classmethod
+    def parse(cls, text: str) -> JobUser | None:
+        if not text:
+            return None
+        uid, gid, home = text.split(":", 2)
+        return cls(int(uid), int(gid), home)
+
+    def hand_over(self, repo: Path) -> None:
+        """The checkout becomes the job user's: links themselves, never what they point to."""
+        for path in [repo, *repo.rglob("*")]:
+            os.chown(path, self.uid, self.gid, follow_symlinks=False)
+
+
+def popen_as(user: JobUser | None) -> dict[str, Any]:
+    return {} if user is None else {"user": user.uid, "group": user.gid, "extra_groups": []}
 
 
 def say(text: str) -> None:
@@ -66,13 +97,17 @@ def run(
     cwd: Path | None = None,
     env: dict[str, str] | None = None,
     echo: bool = True,
+    user: JobUser | None = None,
 ) -> str:
-    """Run `argv` with its output copied to ours (the job's log) unless not `echo`; its last
-    line. RunFailed if it fails."""
-    proc = subprocess.Popen(
-        list(argv), cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, text=True, errors="replace",
-    )  # fmt: skip
+    """Run `argv` (as `user`, if given) with its output copied to ours (the job's log) unless
+    not `echo`; its last line. RunFailed if it fails."""
+    try:
+        proc = subprocess.Popen(
+            list(argv), cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True, errors="replace", **popen_as(user),
+        )  # fmt: skip
+    except OSError as exc:  # not there, or not for this user
+        raise RunFailed(127, [f"error: cannot run {argv[0]}: {exc.strerror}"]) from None
     assert proc.stdout is not None
     lines: list[str] = []
     for line in proc.stdout:
@@ -162,21 +197,27 @@ def find_uv() -> str:
     return found
 
 
-def uv_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k not in PRESETS}
+def uv_env(user: JobUser | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in PRESETS}
+    if user is not None:
+        env.update(HOME=user.home, UV_CACHE_DIR=f"{user.home}/.cache/uv")
+    return env
 
 
-def setup_env(jobdir: Path, repairs: list[str], checker: Path, out: Path) -> dict[str, Any]:
+def setup_env(
+    jobdir: Path, repairs: list[str], checker: Path, out: Path, user: JobUser | None = None
+) -> dict[str, Any]:
+    env = uv_env(user)
     try:
         uv = find_uv()
-        version = run([uv, "--version"], env=uv_env(), echo=False)
+        version = run([uv, "--version"], env=env, echo=False, user=user)
     except RunFailed as exc:
         raise StageError(f"uv does not run on the VM: {exc.line}") from None
     (out / "uv").write_text(uv)
     say(f"{version}: uv sync --frozen")
     t0 = time.monotonic()
     try:
-        run([uv, "sync", "--frozen"], cwd=jobdir, env=uv_env())
+        run([uv, "sync", "--frozen"], cwd=jobdir, env=env, user=user)
     except RunFailed as exc:
         raise StageError(f"uv sync --frozen failed (exit {exc.code}): {exc.line}") from None
     report: dict[str, Any] = {"ok": True, "uv": version, "sync_s": round(time.monotonic() - t0, 3)}
@@ -184,8 +225,8 @@ def setup_env(jobdir: Path, repairs: list[str], checker: Path, out: Path) -> dic
     for name in repairs:
         argv += ["--repair", name]
     done = subprocess.run(
-        argv, cwd=jobdir, env=uv_env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-        text=True, check=False,
+        argv, cwd=jobdir, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        text=True, check=False, **popen_as(user),
     )  # fmt: skip
     try:
         report.update(json.loads(done.stdout.strip().splitlines()[-1]))
@@ -208,6 +249,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--subdir", default="")
     p.add_argument("--uv", action="store_true")
     p.add_argument("--repair", action="append", default=[])
+    p.add_argument("--as-user", default="", help="UID:GID:HOME of the job's user")
     p.add_argument("--checker", type=Path, default=Path(__file__).with_name("colabq_envcheck.py"))
     return p.parse_args(argv)
 
@@ -239,6 +281,9 @@ def main(argv: list[str]) -> int:
     finally:
         if a.credentials is not None:
             a.credentials.unlink(missing_ok=True)
+    user = JobUser.parse(a.as_user)
+    if user is not None:
+        user.hand_over(a.repo)
     fetch_s = round(time.monotonic() - t0, 3)
     code = {"ok": True, "mode": a.mode, "commit": a.commit, "fetch_s": fetch_s}
     write(a.out, "code.json", code)
@@ -247,7 +292,8 @@ def main(argv: list[str]) -> int:
     if not a.uv:
         return 0
     try:
-        write(a.out, "environment.json", setup_env(jobdir, a.repair, a.checker, a.out))
+        report = setup_env(jobdir, a.repair, a.checker, a.out, user)
+        write(a.out, "environment.json", report)
     except StageError as exc:
         write(a.out, "environment.json", {"ok": False, "reason": str(exc)})
         say(str(exc))
