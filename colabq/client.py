@@ -270,6 +270,21 @@ class Client:
         result = next(o for o in _OUTCOMES if o == data["result"])
         return Cancelled(found, JobState(data["state_before"]), result, text)
 
+    def sweep(self, sweep_id: str) -> list[JobInfo]:
+        """A sweep's points in their order: `colabq status --sweep ID`."""
+        from producer.commands.sweepview import sweep_points
+
+        with self._redis():
+            return [self._info(j) for j in sweep_points(self.ledger, sweep_id)]
+
+    def cancel_sweep(self, sweep_id: str, reason: str = "cancelled by user") -> list[Cancelled]:
+        """Cancel every point of a sweep not over yet: `colabq cancel --sweep ID`, with its
+        rules (under Redis ACLs, another user's sweep is refused)."""
+        from producer.commands.cancel import _live_points
+
+        with self._redis():
+            return [self.cancel(j, reason) for j in _live_points(self.ledger, sweep_id)]
+
     @contextlib.contextmanager
     def _redis(self) -> Iterator[None]:
         """Redis failing mid-way as colabq's one-line errors, never redis-py's."""

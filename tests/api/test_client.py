@@ -144,6 +144,10 @@ def test_a_job_file_with_a_sweep_and_arguments_over_its_keys(
     assert sub.sweep is not None and sub.sweep.startswith("sw")
     with pytest.raises(ValueError, match="4-job"):
         _ = sub.job_id
+    assert [j.job_id for j in client.sweep(sub.sweep)] == list(sub.job_ids)
+    client.cancel(sub.job_ids[0])
+    assert {c.job_id for c in client.cancel_sweep(sub.sweep)} == set(sub.job_ids[1:])
+    assert {j.state for j in client.sweep(sub.sweep)} == {JobState.CANCELLED}
 
 
 def test_submit_takes_every_option_of_the_command() -> None:
