@@ -2,20 +2,31 @@
 last `colab usage` a host of the account recorded, with its age), its burn rate over the period
 (the compute units of its jobs per hour of the period) and the compute units by job and by user.
 
-A job's units are what its report's `compute_units` says (`worker.colab.rates`: the GPU's rate
-times the time the job held it), so far for a job still running; the period holds the jobs
-submitted in it. Pure: reading is the command's (`producer/commands/usage.py`).
+A job's units and held time are its final report's (`compute_units`, `duration.held_s`: the
+GPU's rate times the time the job held it, `worker.colab.rates.costs`), read as the report says
+them; for a job still running, the figure `colabq status` shows so far (the same
+`worker.colab.rates` functions on its record). The period holds the jobs submitted in it.
+`--by` groups them (`group_usage`): the totals are sums of these values, rounded only when shown.
+Pure: reading is the command's (`producer/commands/usage.py`).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
 
 from producer.joblist import JobRow
 from worker.accounts.balances import Balance
+from worker.states import TERMINAL
 
 NO_ACCOUNT = "(none)"  # jobs recorded before accounts, or never claimed
+BY = ("user", "account", "gpu", "day")  # `--by`: day is the local date the job was submitted
+# Where a job's figures come from: its final report, the live figure of a job not ended (as
+# `colabq status` shows it), or the record of an ended job without a report (never held a GPU).
+REPORT, LIVE, RECORD = "report", "live", "record"
 
 
 @dataclass(frozen=True)
@@ -28,6 +39,13 @@ class JobUse:
     state: str
     held_s: float
     units: float
+    source: str = RECORD
+    created_at: float = 0.0
+
+    def key(self, by: str) -> str:
+        if by == "day":
+            return datetime.fromtimestamp(self.created_at).date().isoformat()
+        return str(getattr(self, by))
 
 
 @dataclass
@@ -85,21 +103,80 @@ class UsageReport:
         }  # fmt: skip
 
 
-def job_use(row: JobRow, now: float) -> JobUse | None:
-    """A job's compute units (None for a damaged record)."""
+def report_costs(report: Mapping[str, Any] | None) -> tuple[float, float] | None:
+    """The held seconds and compute units a final report says, as it says them (None for no
+    report, or one without them)."""
+    if not report:
+        return None
+    try:
+        return float(report["duration"]["held_s"]), float(report["compute_units"]["units"])
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def job_use(row: JobRow, now: float, report: Mapping[str, Any] | None = None) -> JobUse | None:
+    """A job's held time and compute units: its report's, else (running) so far (None for a
+    damaged record)."""
     if row.state is None:
         return None
-    held = row.held_s(now) or 0.0
+    costs = report_costs(report)
+    if costs is not None:
+        (held, units), source = costs, REPORT
+    else:
+        held, units = row.held_s(now) or 0.0, row.cu(now) or 0.0
+        source = RECORD if row.state in TERMINAL else LIVE
     return JobUse(
         row.job_id, row.run, row.user or "?", row.fields.get("account") or NO_ACCOUNT, row.gpu,
-        row.state_value, held, row.cu(now) or 0.0,
+        row.state_value, held, units, source, row.created_at or 0.0,
     )  # fmt: skip
 
 
+@dataclass(frozen=True)
+class GroupUse:
+    """One row of `--by`: its jobs, how many are still running (figures so far), the GPU hours
+    they held and their compute units (unrounded sums)."""
+
+    key: str
+    jobs: int
+    live: int
+    held_s: float
+    units: float
+
+    def to_json(self, by: str) -> dict[str, object]:
+        hours = round(self.held_s / 3600, 2)
+        units = round(self.units, 2)
+        return {by: self.key, "jobs": self.jobs, "running": self.live, "gpu_hours": hours,
+                "units": units}  # fmt: skip
+
+
+def _group(key: str, jobs: Sequence[JobUse]) -> GroupUse:
+    return GroupUse(
+        key, len(jobs), sum(j.source == LIVE for j in jobs),
+        math.fsum(j.held_s for j in jobs), math.fsum(j.units for j in jobs),
+    )  # fmt: skip
+
+
+def group_usage(jobs: Sequence[JobUse], by: str) -> tuple[tuple[GroupUse, ...], GroupUse]:
+    """One row per user, account, GPU type or day (days in order, the others by units), and the
+    total over all of them."""
+    members: dict[str, list[JobUse]] = {}
+    for j in jobs:
+        members.setdefault(j.key(by), []).append(j)
+    groups = [_group(k, js) for k, js in members.items()]
+    order = (lambda g: (g.key,)) if by == "day" else (lambda g: (-g.units, g.key))
+    return tuple(sorted(groups, key=order)), _group("total", jobs)
+
+
 def build_usage(
-    rows: Sequence[JobRow], balances: Mapping[str, Balance], *, since: float, now: float
+    rows: Sequence[JobRow],
+    balances: Mapping[str, Balance],
+    *,
+    since: float,
+    now: float,
+    reports: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> UsageReport:
-    jobs = [u for r in rows if (u := job_use(r, now)) is not None]
+    got = reports or {}
+    jobs = [u for r in rows if (u := job_use(r, now, got.get(r.job_id))) is not None]
     hours = max(now - since, 1.0) / 3600
     per_account: dict[str, Total] = {name: Total() for name in balances}
     per_user: dict[str, Total] = {}
