@@ -116,3 +116,29 @@ def test_only_the_owner_or_an_operator_cancels_a_job_and_redis_refuses_the_rest(
         ("queued", people["alice_name"]), ("queued", people["ops_name"]),
         ("cancelled", people["ops_name"]),
     ]  # fmt: skip
+
+
+def test_a_user_cancels_her_own_queued_job_at_once(
+    people: dict[str, str], env: dict[str, str | None], key_prefix: str, ledger: Ledger,
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    """The owner's own cancel of a job no runner holds ends it at once under her ACL rule too:
+    every key it writes is her job's or one her rule may write."""
+    script = tmp_path / "train.sh"
+    script.write_text("echo hi\n")
+    (tmp_path / "store").mkdir()
+    alice = as_user(env, people["alice"], key_prefix)
+    submitted = runner.invoke(
+        app,
+        ["submit", str(script), "--name", "mnist-mlp-acl-own", "--local-store",
+         str(tmp_path / "store"), "--commit", "abc1234", "--json",
+         "--waive", "config-diff", "--waive", "paths", "--waive", "monitoring"],
+        env=alice,
+    )  # fmt: skip
+    assert submitted.exit_code == 0, submitted.output
+    job_id = json.loads(submitted.stdout)["jobs"][0]["job_id"]
+    done = runner.invoke(app, ["cancel", job_id, "--json"], env=alice)
+    assert done.exit_code == 0, done.output
+    assert json.loads(done.stdout)["jobs"][0]["result"] == "cancelled", done.output
+    assert ledger.get(job_id).state is JobState.CANCELLED
+    assert not ledger.r.exists(ledger.keys.lock(job_id))

@@ -176,6 +176,12 @@ def release_lock(ledger: Ledger, job_id: str, owner: str) -> None:
     _delete_if_holder(ledger, ledger.keys.lock(job_id), owner, also=job_id)
 
 
+def release_bare_lock(ledger: Ledger, job_id: str, owner: str) -> None:
+    """Give up a job's lock taken without a lease (a canceller's): only the job's own key is
+    written, which a user's ACL rule allows on her own job."""
+    _delete_if_holder(ledger, ledger.keys.lock(job_id), owner)
+
+
 def expired_leases(ledger: Ledger, now: float) -> list[str]:
     """Jobs whose owner stopped renewing its lease before `now`."""
     return [r.decode() for r in ledger.r.zrangebyscore(ledger.keys.leases(), "-inf", now)]

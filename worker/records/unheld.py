@@ -67,6 +67,7 @@ def cancel_unheld(ledger: Ledger, job_id: str, reason: str) -> bool:
     """End `job_id` CANCELLED now if no live runner holds it and it holds no session. True if
     it ended now; False if it is left to whoever holds (or adopts) it."""
     from worker.errors import IllegalTransition, StaleOwner
+    from worker.records.ownership import release_bare_lock
 
     k = ledger.keys
     token = f"cancel-{secrets.token_hex(8)}"
@@ -80,7 +81,7 @@ def cancel_unheld(ledger: Ledger, job_id: str, reason: str) -> bool:
     except (StaleOwner, IllegalTransition):
         return False
     finally:
-        ledger.release_lock(job_id, token)
+        release_bare_lock(ledger, job_id, token)  # it took no lease: nothing shared to clear
     return True
 
 
