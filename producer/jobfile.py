@@ -52,6 +52,7 @@ class SubmitOptions(BaseModel):
     idle: str = "180s"
     ttl: str | None = None
     sync_interval: str = "15m"
+    gpu_idle: str | None = None  # off; e.g. 20m: stop a job whose GPUs idle that long
     sync: tuple[str, ...] = ()
     hub_input: tuple[str, ...] = ()
     hub_repo: str | None = None
@@ -89,7 +90,9 @@ class SubmitOptions(BaseModel):
     # Secrets the job's own processes may read, by name (worker.spec.Secret).
     secrets: tuple[Literal["hf_token"], ...] = ()
 
-    @field_validator("wall", "idle", "ttl", "sync_interval", "name", "capacity_wait", mode="before")
+    @field_validator(
+        "wall", "idle", "ttl", "sync_interval", "gpu_idle", "name", "capacity_wait", mode="before"
+    )
     @classmethod
     def _text(cls, v: object) -> object:
         return _scalar_text(v)

@@ -59,6 +59,7 @@ class SubmitRequest:
     idle: str = "180s"
     ttl: str | None = None
     sync_interval: str = "15m"
+    gpu_idle: str | None = None  # a duration: the GPU idle watch (off when None)
     sync_paths: Sequence[str] = ()
     hub_inputs: Sequence[str] = ()
     hub_repo: str | None = None
@@ -279,6 +280,8 @@ def build_spec(req: SubmitRequest, *, now: datetime | None = None) -> JobSpec:
         fields["code"] = req.code
     if req.secrets:
         fields["secrets"] = tuple(dict.fromkeys(req.secrets))
+    if req.gpu_idle is not None:
+        fields["gpu_idle_s"] = _duration("--gpu-idle", req.gpu_idle)
     if req.capacity_wait is not None:
         wait = _duration("--capacity-wait", req.capacity_wait)
         if not 0 < wait <= MAX_CAPACITY_WAIT_S:

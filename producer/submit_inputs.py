@@ -55,6 +55,7 @@ def submit_request(
         idle=o.idle,
         ttl=o.ttl,
         sync_interval=o.sync_interval,
+        gpu_idle=o.gpu_idle,
         sync_paths=o.sync,
         hub_inputs=o.hub_input,
         hub_repo=o.hub_repo,

@@ -197,6 +197,10 @@ class JobSpec(BaseModel):
     # The repository at one commit, shipped to the VM; None: the job script alone (as before).
     code: CodeSpec | None = None
     secrets: tuple[Secret, ...] = ()
+    # The GPU idle watch on the VM (off: None): the job is stopped, synced and ends FAILED once
+    # its GPUs stayed below `gpu_idle_below` percent for this long (a hung dataloader, a deadlock).
+    gpu_idle_s: float | None = Field(default=None, gt=0, le=MAX_WALL_S)
+    gpu_idle_below: float = Field(default=5.0, gt=0, le=100)
     preflight_digest: str | None = None
     submitted_at: datetime
     submitted_from: str = ""

@@ -68,6 +68,14 @@ def submit(
         ),
     ] = None,
     sync_interval: Annotated[str, typer.Option(help="Periodic sync interval.")] = "15m",
+    gpu_idle: Annotated[
+        str | None,
+        typer.Option(
+            "--gpu-idle",
+            help="e.g. 20m: stop the job (after a final sync; FAILED) once its GPUs stayed "
+            "below 5 % that long, as with a hung dataloader or a deadlock. Off by default.",
+        ),
+    ] = None,
     sync: Annotated[
         list[str] | None, typer.Option(help="A path in the job's folder to sync (checkpoints).")
     ] = None,

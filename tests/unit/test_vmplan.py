@@ -40,6 +40,7 @@ def test_the_bundle_holds_the_token_once_as_a_file_and_the_cells_never_name_it(
         vmplan.CODE,
         vmplan.ENVCHECK,
         vmplan.JOBUSER,
+        vmplan.GPUIDLE,
         vmplan.UPLOAD_TOKEN,
     ]
     argv = vmplan.wrapper_argv(spec, settings, "n1")
@@ -63,10 +64,14 @@ def test_without_a_token_nothing_secret_is_bundled(tmp_path: Path) -> None:
     members = vmplan.bundle_members(tmp_path / "job.sh", None)
     assert [name for _, name in members] == [
         vmplan.WRAPPER, vmplan.SYNC, vmplan.SCRIPT, vmplan.CODE, vmplan.ENVCHECK, vmplan.JOBUSER,
+        vmplan.GPUIDLE,
     ]  # fmt: skip
     assert all(local.is_file() for local, name in members if name != vmplan.SCRIPT)
     argv = vmplan.wrapper_argv(make_spec(), Settings(), "n1")
     assert "--token-file" not in argv and "--resume" not in argv
+    assert "--gpu-idle" not in argv  # off by default
+    idle = vmplan.wrapper_argv(make_spec(gpu_idle_s=1200.0), Settings(), "n1")
+    assert idle[idle.index("--gpu-idle") :][:4] == ["--gpu-idle", "1200", "--gpu-idle-below", "5"]
     # With per-user or per-destination tokens the wrapper looks for the one the host chose.
     argv = vmplan.wrapper_argv(make_spec(), Settings(hf_token_dir=tmp_path), "n1")
     assert "--token-file" in argv

@@ -14,7 +14,7 @@ import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from worker import timelimit
+from worker import gpuidle, timelimit
 from worker.colab import rates
 from worker.errors import ColabqError
 from worker.records.ledger import Ledger
@@ -72,6 +72,9 @@ def settle_outcome(
         return Settlement(
             JobState.FAILED_LOST, "owner died; the watchdog released the session; outcome unknown"
         )
+    if idle := gpuidle.idle_reason(watch):
+        tail = "" if v.ok else f"; {v.summary()}"
+        return Settlement(JobState.FAILED, f"owner died; {idle}{tail}", code)
     if timelimit.hit_time_limit(watch):
         why = timelimit.timed_out_reason(rec.spec, code)
         tail = "" if v.ok else f"; {v.summary()}"

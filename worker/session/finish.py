@@ -10,7 +10,7 @@ import json
 import os
 import threading
 
-from worker import timelimit
+from worker import gpuidle, timelimit
 from worker.colab import rates
 from worker.colab.release import ReleaseOutcome, release_session
 from worker.errors import ColabqError
@@ -78,6 +78,8 @@ class Finishing(JobRun):
         self.log(v.summary())
         if self.exit_code is None:
             self.exit_code = v.exit_code
+        if idle := gpuidle.idle_reason(self.d.ledger.read_watch(self.job_id)):
+            raise Finish(S.FAILED, idle if v.ok else f"{idle}; artifacts are {v.summary()}")
         if timelimit.hit_time_limit(self.d.ledger.read_watch(self.job_id)):
             why = timelimit.timed_out_reason(self.spec, self.exit_code)
             raise Finish(S.TIMED_OUT, why if v.ok else f"{why}; artifacts are {v.summary()}")
@@ -98,7 +100,7 @@ class Finishing(JobRun):
             self.exit_code = to_int(w.get("exec_exit"))
         if w.get("results_local"):  # a watchdog recovered them before it stopped the VM
             self.results_local = w["results_local"]
-            raise Finish(self._failed_or_timed_out(w), self._recovered_reason())
+            raise Finish(self._failed_or_timed_out(w), self._recovered_reason(w))
         self._phase(Phase.RECOVERING)
         self.d.fence()
         got = recover_results(
@@ -112,16 +114,18 @@ class Finishing(JobRun):
         self._phase(Phase.FINISHING)
         self.results_local = f"{os.uname().nodename}:{got.local_dir}"
         self.d.ledger.set_fields(self.job_id, owner=self.owner, results_local=self.results_local)
-        raise Finish(self._failed_or_timed_out(w), self._recovered_reason())
+        raise Finish(self._failed_or_timed_out(w), self._recovered_reason(w))
 
     def _failed_or_timed_out(self, w: dict[str, str]) -> S:
         """A job that `timeout` stopped at its own time limit timed out; any other did not end
         well."""
         return S.TIMED_OUT if timelimit.hit_time_limit(w) else S.FAILED
 
-    def _recovered_reason(self) -> str:
+    def _recovered_reason(self, w: dict[str, str]) -> str:
+        idle = gpuidle.idle_reason(w)
         return (
-            f"job exited {self.exit_code} but the final upload failed; results recovered to "
+            (f"{idle}; " if idle else "")
+            + f"job exited {self.exit_code} but the final upload failed; results recovered to "
             f"{self.results_local}"
         )
 

@@ -26,6 +26,7 @@ SCRIPT = "colab-user-job.sh"
 CODE = "colabq_code.py"  # the code stage: the repository at its commit, its uv environment
 ENVCHECK = "colabq_envcheck.py"  # the known breakages of that environment, and their repairs
 JOBUSER = "colabq_jobuser.sh"  # the job's unprivileged user on the VM (sourced by the wrapper)
+GPUIDLE = "colabq_gpuidle.py"  # the GPU idle watch (a job with gpu_idle_s only)
 # The name of the token's one copy on the VM (not a secret itself): the wrapper reads it into
 # its memory and deletes it at once; only its uploader and downloader processes get the token,
 # and the job a copy of its own only if its spec asks for `hf_token`.
@@ -54,6 +55,7 @@ def bundle_members(
     (`git_credentials_for`) goes once, for the fetch."""
     members = [(VM_DIR / WRAPPER, WRAPPER), (VM_DIR / SYNC, SYNC), (script, SCRIPT)]
     members += [(VM_DIR / CODE, CODE), (VM_DIR / ENVCHECK, ENVCHECK), (VM_DIR / JOBUSER, JOBUSER)]
+    members.append((VM_DIR / GPUIDLE, GPUIDLE))
     if token_file is not None:
         members.append((token_file, UPLOAD_TOKEN))
     if git_credentials is not None:
@@ -121,6 +123,13 @@ def wrapper_argv(
         args += ["--token-file", "{content}/" + UPLOAD_TOKEN]  # if one applies, it is there
     for name in spec.secrets:
         args += ["--job-secret", name]
+    if spec.gpu_idle_s is not None:
+        args += [
+            "--gpu-idle",
+            f"{spec.gpu_idle_s:g}",
+            "--gpu-idle-below",
+            f"{spec.gpu_idle_below:g}",
+        ]
     if endpoint := settings.hub_endpoint():
         args += ["--hf-endpoint", endpoint]
     resume = seg.resume_uri or spec.resume_from

@@ -13,7 +13,7 @@
 #          --dest-repo R --dest-type T --prefix P [--sync PATH]... [--token-file F]
 #          [--job-secret hf_token] [--hf-endpoint URL] [--upload-attempts N]
 #          [--upload-backoff-s S] [--resume URI] [--segment N] [--heartbeat-s S]
-#          [--release-hold-s S] [--code-mode git|snapshot --code-commit SHA
+#          [--release-hold-s S] [--gpu-idle S [--gpu-idle-below P]] [--code-mode git|snapshot --code-commit SHA
 #          [--code-remote R | --code-snapshot URI] [--code-subdir D] [--code-uv]
 #          [--code-repair NAME]... [--git-credentials-file F]] -- CMD [ARGS]...
 # The job's user (colabq_jobuser.sh): run as root (Colab), the wrapper runs the job's own
@@ -26,6 +26,8 @@
 # with --code-uv, its environment: `uv sync --frozen`, then the job under `uv run --no-sync`);
 # the job then starts in repo/<subdir>, where its sync paths are too. The git credential, if
 # any, is moved out of /content at once and deleted once the fetch is over; only git reads it.
+# The GPU idle watch (--gpu-idle, colabq_gpuidle.py): the GPUs below P % (5) for S seconds while the
+# job runs stop it as `timeout` would; the wrapper then syncs as for any end and says GPU_IDLE.
 # Prints sentinels __COLABQ_<nonce>_<WHAT>__=<value> that the runner parses.
 set -u
 # Colab presets that break uv projects and plotting in a batch job.
@@ -34,7 +36,7 @@ unset UV_SYSTEM_PYTHON PYTHONPATH MPLBACKEND
 JOB="" NONCE="" TTL="" SYNC_INTERVAL=900 DEST_KIND="" DEST_REPO="" DEST_TYPE="model" PREFIX=""
 SYNC_PATHS=() TOKEN_FILE="" JOB_SECRETS=() HF_ENDPOINT_ARG="" RESUME_URI=""
 UPLOAD_ATTEMPTS=6 UPLOAD_BACKOFF_S=4 SEGMENT=0 HEARTBEAT_S=5 RELEASE_HOLD_S=30
-CODE_MODE="" CODE_SNAPSHOT="" GIT_CREDENTIALS_FILE="" CODE_ARGS=()
+GPU_IDLE_S="" GPU_IDLE_BELOW=5 CODE_MODE="" CODE_SNAPSHOT="" GIT_CREDENTIALS_FILE="" CODE_ARGS=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --job) JOB="$2"; shift 2 ;;
@@ -55,6 +57,8 @@ while [ $# -gt 0 ]; do
     --segment) SEGMENT="$2"; shift 2 ;;
     --heartbeat-s) HEARTBEAT_S="$2"; shift 2 ;;
     --release-hold-s) RELEASE_HOLD_S="$2"; shift 2 ;;
+    --gpu-idle) GPU_IDLE_S="$2"; shift 2 ;;
+    --gpu-idle-below) GPU_IDLE_BELOW="$2"; shift 2 ;;
     --code-mode) CODE_MODE="$2"; CODE_ARGS+=(--mode "$2"); shift 2 ;;
     --code-commit) CODE_ARGS+=(--commit "$2"); shift 2 ;;
     --code-remote) CODE_ARGS+=(--remote "$2"); shift 2 ;;
@@ -93,14 +97,16 @@ sentinel() { echo "__COLABQ_${NONCE}_$1__=$2"; }
 
 # The heartbeat: {"at": epoch, "phase": P, "pid": wrapper pid, "console_bytes": N}, rewritten
 # atomically every HEARTBEAT_S while the wrapper lives (the loop stops with it); "done" (or
-# "kept") once the final upload is over. A stale heartbeat therefore means nothing of this job
+# "kept") once the final upload is over. With the GPU idle watch, "gpu_util" too (its last reading). A stale heartbeat therefore means nothing of this job
 # runs on the VM any more; console_bytes, beyond what was forwarded, shows a stalled attach.
 echo starting > "$RUN/phase"
 beat() {
-  local tmp="$RUN/.heartbeat.$BASHPID.tmp" size
+  local tmp="$RUN/.heartbeat.$BASHPID.tmp" size util
   size=$(stat -c %s "$RUN/console.log" 2>/dev/null || echo 0)
-  printf '{"at": %s, "phase": "%s", "pid": %d, "segment": %s, "console_bytes": %s}\n' \
-    "$(date +%s.%N)" "$(cat "$RUN/phase" 2>/dev/null)" "$$" "$SEGMENT" "$size" > "$tmp" \
+  util=""
+  [ -n "$GPU_IDLE_S" ] && util=", \"gpu_util\": \"$(cat "$RUN/gpu_util" 2>/dev/null)\""
+  printf '{"at": %s, "phase": "%s", "pid": %d, "segment": %s, "console_bytes": %s%s}\n' \
+    "$(date +%s.%N)" "$(cat "$RUN/phase" 2>/dev/null)" "$$" "$SEGMENT" "$size" "$util" > "$tmp" \
     && mv -f "$tmp" "$RUN/heartbeat"
 }
 phase() { echo "$1" > "$RUN/phase"; beat; }
@@ -255,15 +261,24 @@ phase running
 [ -n "$CODE_UV" ] && set -- "$CODE_UV" run --no-sync "$@"
 sentinel STARTED "$(date +%s.%N)"
 JOB_T0=$SECONDS
+GPU_PID=""
+rm -f "$RUN/gpu_idle" "$RUN/job.pid"
+if [ -n "$GPU_IDLE_S" ]; then
+  python3 "$ROOT/colabq_gpuidle.py" --run "$RUN" --pid-file "$RUN/job.pid" --idle-s "$GPU_IDLE_S" \
+    --below "$GPU_IDLE_BELOW" --interval "$HEARTBEAT_S" </dev/null >/dev/null 2>&1 &
+  GPU_PID=$!
+fi
 # `timeout` (the wrapper's user) stops the job's process group; only the job runs as its user,
 # with its own HOME and uv cache (where the code stage's uv, as that user, put it).
 (
   cd "$JOB_DIR" || exit 1
   [ -n "$JOB_UID" ] && export HOME="$JOB_HOME" USER="$JOB_USER" LOGNAME="$JOB_USER" \
     UV_CACHE_DIR="$JOB_HOME/.cache/uv" PATH="$JOB_HOME/.local/bin:$PATH"  # pip's --user scripts
+  echo "$BASHPID" > "$RUN/job.pid"  # timeout's, for the GPU idle watch
   exec timeout --kill-after=120 "$TTL" "${JOB_AS[@]+"${JOB_AS[@]}"}" "$@"
 ) 2>&1 | tee -a "$JOB_LOG"
 rc=${PIPESTATUS[0]}
+[ -n "$GPU_PID" ] && kill "$GPU_PID" 2>/dev/null
 # `timeout` stopped the job at its limit (124; 137 after the kill grace), as opposed to a job
 # that exited 124 by itself earlier: the owner ends it TIMED_OUT, not FAILED.
 TIMED_OUT=""
@@ -276,6 +291,11 @@ FINISHED_AT="$(date +%s.%N)"
 if [ -n "$TIMED_OUT" ]; then
   echo "colabq: the job's time limit of ${TTL}s ran out; timeout stopped it (exit $rc)" | tee -a "$JOB_LOG"
 fi
+GPU_IDLE=""
+[ -s "$RUN/gpu_idle" ] && GPU_IDLE="$(cat "$RUN/gpu_idle")"
+if [ -n "$GPU_IDLE" ]; then
+  echo "colabq: the GPUs stayed below ${GPU_IDLE_BELOW}% for ${GPU_IDLE_S}s; the job was stopped (exit $rc)" | tee -a "$JOB_LOG"
+fi
 
 phase finishing
 touch "$STOP_FLAG"
@@ -284,6 +304,7 @@ wait "$SYNC_PID" 2>/dev/null
 echo "$rc" > "$LOGS/exit_code"
 sentinel FINISHED "$FINISHED_AT"
 [ -n "$TIMED_OUT" ] && sentinel TIME_LIMIT "$TTL"
+[ -n "$GPU_IDLE" ] && sentinel GPU_IDLE "$GPU_IDLE"
 sentinel EXIT "$rc"
 
 if sync_all; then
