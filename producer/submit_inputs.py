@@ -97,6 +97,7 @@ def preflight_inputs(o: SubmitOptions, waivers: tuple[str, ...]) -> PreflightInp
         wall=o.wall,
         waive=waivers,
         ttl=o.ttl,
+        gpu_idle=o.gpu_idle,
         code=o.code,
         commit=o.commit if o.code else None,
         include=o.include,

@@ -110,6 +110,14 @@ def _wall_cap_advice(total_s: float, epoch_s: float, wall_cap_s: float) -> str:
     )
 
 
+# Runs longer than this are told about `--gpu-idle` (unless they use it).
+LONG_RUN_S = 3600.0
+GPU_IDLE_SUGGESTION = (
+    "none; suggestion: --gpu-idle 20m stops the job (after a final sync) if its GPUs idle that "
+    "long, e.g. a hung dataloader"
+)
+
+
 def check_eta(
     *,
     epochs: float | None,
@@ -120,6 +128,7 @@ def check_eta(
     wall_cap_s: float | None = None,
     time_limit_s: float | None = None,
     measure_epoch_s: Callable[[], float | None] | None = None,
+    gpu_idle: bool = False,
 ) -> Finding:
     """Judge the run's expected end; `now` must be aware. `zone` defaults to the system's.
     The run must fit its own time limit (`time_limit_s`, what the wrapper gives the job inside
@@ -181,4 +190,7 @@ def check_eta(
         saw += f"; spans {len(spans)} quiet window(s)"
         action = _defer_advice(start, end - start, quiet_windows, zone)
         return Finding(CheckName.ETA, Verdict.WARN, saw, action, details)
+    if total_s > LONG_RUN_S and not gpu_idle:
+        # A hung dataloader or a deadlock would hold the GPU until the time limit.
+        return Finding(CheckName.ETA, Verdict.PASS, saw, GPU_IDLE_SUGGESTION, details)
     return Finding(CheckName.ETA, Verdict.PASS, saw, "none", details)

@@ -96,6 +96,7 @@ class PreflightInputs:
     code: str | None = None  # git or snapshot: the repository's commit is shipped
     commit: str | None = None  # the commit to ship (with `code`; default: HEAD)
     include: Sequence[str] = ()  # untracked files added to a snapshot
+    gpu_idle: str | None = None  # submit's --gpu-idle: the ETA check suggests none then
 
 
 @dataclass(frozen=True)
@@ -220,6 +221,7 @@ def run_checks(
         seconds_per_epoch=inputs.seconds_per_epoch,
         wall_cap_s=wall_cap_s(inputs.wall),
         time_limit_s=time_limit_s(inputs),
+        gpu_idle=inputs.gpu_idle is not None,
         quiet_windows=tuple(quiet_windows),
         waive=validate_waivers(inputs.waive),
     )

@@ -59,6 +59,7 @@ class PreflightOptions:
     seconds_per_epoch: float | None = None
     wall_cap_s: float | None = None
     time_limit_s: float | None = None  # the job's own (its TTL); None: the wall cap's default
+    gpu_idle: bool = False  # the job has a GPU idle watch (--gpu-idle): nothing to suggest
     quiet_windows: tuple[str, ...] = ()
     zone: ZoneInfo | None = None
     waive: frozenset[str] = frozenset()
@@ -154,6 +155,7 @@ def run_preflight(
             wall_cap_s=opts.wall_cap_s,
             time_limit_s=opts.time_limit_s,
             measure_epoch_s=measure,
+            gpu_idle=opts.gpu_idle,
         ),
     ]
     return Report.build(findings, opts.waive)

@@ -71,3 +71,19 @@ def test_a_job_files_gpu_idle_key_reaches_the_spec_off_by_default(tmp_path: Path
     assert spec_of(validate({**values, "gpu_idle": "20m"}, "job.yaml")).gpu_idle_s == 1200
     with pytest.raises(UserInputError, match="--gpu-idle"):
         spec_of(validate({**values, "gpu_idle": "soon"}, "job.yaml"))
+
+
+def test_preflight_suggests_gpu_idle_for_long_runs_only_without_it() -> None:
+    from datetime import UTC, datetime
+    from zoneinfo import ZoneInfo
+
+    from producer.preflight.eta import GPU_IDLE_SUGGESTION, check_eta
+
+    now, zone = datetime(2026, 3, 2, 9, tzinfo=UTC), ZoneInfo("UTC")
+
+    def action(epochs: float, **kw: bool) -> str:
+        return check_eta(epochs=epochs, seconds_per_epoch=60, now=now, zone=zone, **kw).next_action
+
+    assert action(90) == GPU_IDLE_SUGGESTION  # 1.5 h
+    assert action(90, gpu_idle=True) == "none"
+    assert action(30) == "none"  # half an hour
