@@ -56,9 +56,10 @@ class SubmitOptions(TypedDict, total=False):
     secrets: str | Sequence[Literal["hf_token"]]  # what the job's own processes may read
     max_parallel: int
     after: str | Sequence[str]
+    gpu_idle: Duration  # stop the job (after a final sync) when its GPUs idle this long
 
 
-_DURATIONS = frozenset({"wall", "idle", "ttl", "sync_interval", "capacity_wait"})
+_DURATIONS = frozenset({"wall", "idle", "ttl", "sync_interval", "capacity_wait", "gpu_idle"})
 _PAIRS = frozenset({"env", "hub_input", "explain"})
 
 
