@@ -47,6 +47,9 @@ set -euo pipefail
 git init -q repo && cd repo
 cat > job-lines.sh <<'JOB'
 {job}JOB
+# The emulator's remote is a folder of another user (a VM fetches a URL): git's ownership
+# check (in the local upload-pack too: only global config reaches it) would refuse it.
+git config --global --add safe.directory '*'  # the job user's own ~/.gitconfig
 git fetch -q --depth 1 {remote} {commit} && git checkout -q --detach FETCH_HEAD
 uv sync --frozen --quiet
 exec uv run --no-sync bash job-lines.sh
@@ -126,6 +129,9 @@ def main() -> int:
     ap.add_argument("--redis-url", default=DEFAULT_REDIS_URL)
     args = ap.parse_args()
     root = Path(tempfile.mkdtemp(prefix="colabq-uvstart-bench-"))
+    # The job runs as an unprivileged user on the VM (as root, the wrapper drops to one): the
+    # hand-written anchor's fetch must reach the project's remote as a VM reaches a public one.
+    root.chmod(0o755)
     # uv never reaches the network, here (`uv lock --check`) nor on the emulated VM.
     got = measure({**fleet_env(root, args.redis_url), **_uv_offline()}, root, check_runs(args.runs))
     (snap, snap_after), (git, git_after), (hand, hand_after) = (got[m] for m in MODES)
