@@ -3,8 +3,11 @@ families a scrape yields from what it read (pure)."""
 
 from __future__ import annotations
 
+import threading
+
 import fakeredis
 import pytest
+import redis
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
@@ -17,6 +20,7 @@ from worker.metrics.ended import EndedTotals
 from worker.metrics.families import Options, families
 from worker.metrics.live import LiveJob, LiveJobs
 from worker.metrics.scrape import Scrape, WorkerView
+from worker.metrics.service import Follower
 from worker.records import events
 from worker.records.fleet import WorkerCard
 from worker.records.keys import Keys
@@ -129,3 +133,29 @@ def test_a_scrapes_families_say_what_it_read() -> None:
     assert not any(dict(labels).get("job_id") for _, labels in got)
     per_job = samples(s, Options(floor_for=lambda a: 5.0, job_labels=True))
     assert {dict(lb)["job_id"] for n, lb in per_job if n == "colabq_job_info"} == set(live)
+
+
+def test_the_follower_reads_every_live_job_again_after_a_failure_and_at_each_resync() -> None:
+    stop, now = threading.Event(), [0.0]
+
+    class Live:
+        loads = follows = 0
+
+        def load(self) -> int:
+            self.loads += 1
+            return 0
+
+        def follow(self, block_ms: int) -> int:
+            self.follows += 1
+            if self.follows == 2:
+                raise redis.ConnectionError("Redis went away")
+            if self.follows == 3:
+                now[0] += 10.0  # a resync is due
+            if self.follows == 5:
+                stop.set()
+            return 0
+
+    live = Live()
+    Follower(live, stop, resync_s=10.0, clock=lambda: now[0], retry_s=0.0).run()  # type: ignore[arg-type]
+    # The start, after the failure, at the resync; and it went on following throughout.
+    assert (live.loads, live.follows) == (3, 5)

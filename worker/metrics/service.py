@@ -72,18 +72,25 @@ class Follower:
     stop: threading.Event
     resync_s: float = 300.0
     clock: Callable[[], float] = time.monotonic
+    retry_s: float = RETRY_S
 
     def run(self) -> None:
         loaded_at: float | None = None
+        failing = ""
         while not self.stop.is_set():
             try:
                 if loaded_at is None or self.clock() - loaded_at >= self.resync_s:
                     self.live.load()
                     loaded_at = self.clock()
                 self.live.follow(FOLLOW_BLOCK_MS)
-            except redis.RedisError:
-                loaded_at = None  # read every live job again once Redis answers
-                self.stop.wait(RETRY_S)
+                failing = ""
+            except Exception as exc:  # never a dead follower behind a live endpoint
+                why = f"{type(exc).__name__}: {exc}"[:300]
+                if why != failing:
+                    print(f"colabq metrics: following the event log failed ({why}); reading "
+                          "the live jobs again", file=sys.stderr, flush=True)  # fmt: skip
+                failing, loaded_at = why, None  # read every live job again once it works
+                self.stop.wait(self.retry_s)
 
     def start(self) -> threading.Thread:
         t = threading.Thread(target=self.run, name="colabq-metrics-follow", daemon=True)
