@@ -45,6 +45,7 @@ COMMANDS = {
     "drain": "producer.commands.fleet",
     "undrain": "producer.commands.fleet",
     "flower": "producer.commands.flower",
+    "metrics": "producer.commands.metrics",
     "doctor": "producer.commands.doctor",
     "usage": "producer.commands.usage",
     "janitor": "producer.commands.janitor",

@@ -220,6 +220,20 @@ def queue_for(gpu: object, prefix: str) -> str:
     return _queue_for(str(gpu), prefix)
 
 
+def cannot_listen(exc: OSError, what: str, address: str, port: int) -> Exception:
+    """The one line for a server that cannot listen (`exc` itself for any other OSError)."""
+    import errno
+
+    if exc.errno not in (errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES):
+        return exc
+    from worker.errors import UserInputError
+
+    return UserInputError(
+        f"{what} cannot listen on {address or '*'}:{port} ({exc.strerror}): choose another "
+        "--port or --address."
+    )
+
+
 def _connect(settings: Settings) -> Ledger:
     from worker.deps import connect_ledger
 

@@ -200,6 +200,11 @@ class Settings(BaseSettings):
     tracker_delete_ghosts: bool = False
     # Each tracker call of a worker or a janitor pass gives up after this long.
     tracker_timeout_s: float = Field(default=10.0, gt=0)
+    # `colabq metrics`: label the live jobs' series with their ids too (a series per job: for
+    # telling a crashlooping job apart; off, labels are bounded: GPU, account, user, state).
+    metrics_job_labels: bool = False
+    # `colabq metrics` reads every live job again this often (it follows the event log between).
+    metrics_resync_s: float = Field(default=300.0, gt=0)
 
     @field_validator("redis_url")
     @classmethod

@@ -18,6 +18,7 @@ import redis
 from typer.testing import CliRunner
 
 from producer.cli import app
+from worker.metrics.ended import read_ended
 from worker.people.acl import Role, rules_for
 from worker.people.owners import owner_of
 from worker.records.ledger import Ledger
@@ -142,3 +143,8 @@ def test_a_user_cancels_her_own_queued_job_at_once(
     assert json.loads(done.stdout)["jobs"][0]["result"] == "cancelled", done.output
     assert ledger.get(job_id).state is JobState.CANCELLED
     assert not ledger.r.exists(ledger.keys.lock(job_id))
+    # Counted for `colabq metrics` too: her rule may write the ended jobs' counters.
+    ended = read_ended(ledger.r.hgetall(ledger.keys.metrics_ended()))
+    assert [(k[0], k[3], n) for k, n in ended.jobs.items()] == [
+        ("cancelled", ledger.get(job_id).get("user"), 1)
+    ]

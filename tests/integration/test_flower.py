@@ -154,6 +154,9 @@ def test_flower_shows_the_jobs_phase_then_the_truth_about_its_end(
         body = fetch(f"{flower}{page}")
         assert "phase-test" not in body, page  # a marker planted in the script: on no page
     assert "mnist-mlp-bs64-lr1e-3-flower" in fetch(f"{flower}{table}")  # the list shows the job
+    # Flower's own /metrics stays, for Prometheus beside `colabq metrics` (it needs no login).
+    with urllib.request.urlopen(f"{flower}/metrics", timeout=10) as resp:
+        assert 'task="colabq.run_job"' in resp.read().decode()
 
     bad = submit(fleet, "echo about-to-fail\nexit 3\n", "mnist-mlp-bs64-lr1e-3-exit3")
     seen = watch(flower, bad)

@@ -17,6 +17,8 @@ from worker.janitor.classify import Do, find_account_findings, find_job_findings
 from worker.janitor.run import JanitorDeps, janitor_pass
 from worker.janitor.settle import settle_outcome
 from worker.janitor.snapshot import JobView, Snapshot
+from worker.metrics.counts import ACTIONS, read_counts
+from worker.metrics.ended import read_ended
 from worker.records.keys import Keys
 from worker.records.ledger import ForwardItem, Ledger
 from worker.records.record import JobRecord
@@ -221,6 +223,13 @@ def test_pass_settles_an_expired_job_whose_session_is_gone(ledger: Ledger) -> No
     settled = json.loads(rec.get("report") or "{}")
     assert settled["duration"]["held_s"] == 60.0
     assert settled["compute_units"]["units"] == round(1.76 * 60 / 3600, 4)
+    # `colabq metrics` counts the settlement (the dry run counted nothing), as the report says.
+    ended = read_ended(ledger.r.hgetall(ledger.keys.metrics_ended()))
+    assert ended.jobs == {("succeeded", "T4", "none", "none"): 1}
+    assert ended.held_s == {("T4", "none", "none"): 60.0}
+    assert read_counts(ledger.r.hgetall(ledger.keys.metrics_janitor()), ACTIONS) == (
+        {("none", "settled"): 1}, 0,
+    )  # fmt: skip
 
 
 def test_pass_leaves_a_session_to_its_live_watchdog(ledger: Ledger) -> None:
@@ -255,6 +264,8 @@ def test_account_orphan_stopped_after_grace_unknown_never(ledger: Ledger) -> Non
     ledger.clock.advance(400)  # type: ignore[attr-defined]
     later = janitor_pass(deps_for(ledger, calls), dry_run=False)
     assert calls.remote.count("stop gpu-mine") == 1
+    stopped, _ = read_counts(ledger.r.hgetall(ledger.keys.metrics_janitor()), ACTIONS)
+    assert stopped == {("none", "orphan_stopped"): 1}  # for `colabq metrics`
     assert not any("gpu-notebook" in c for c in calls.remote if c.startswith("stop"))
     [unknown] = [r for r in later.rows if r.subject == "gpu-notebook"]
     assert unknown.did == "left alone" and unknown.seen.startswith("6m")

@@ -27,6 +27,7 @@ from worker.janitor.snapshot import (
     read_snapshot,
     read_views,
 )
+from worker.metrics.counts import count_janitor
 from worker.records.ledger import Ledger
 from worker.records.unheld import clear_dead_claim
 from worker.spec import JobSpec
@@ -185,7 +186,7 @@ def _pass(deps: JanitorDeps, dry_run: bool, me: str | None = None) -> JanitorRep
         [Row("tracker run", g.subject, g.seen, g.did, g.why) for g in ghost_rows]
     )
     if not dry_run:
-        _write_batch(ledger, findings, snap.now, checked)
+        _write_batch(ledger, findings, snap.now, checked, account=me or "", rows=rows)
     return JanitorReport(True, dry_run, tuple(rows), measured, me)
 
 
@@ -322,10 +323,16 @@ def _settle(
 
 
 def _write_batch(
-    ledger: Ledger, findings: list[Finding], now: float, checked: list[str] | None = None
+    ledger: Ledger,
+    findings: list[Finding],
+    now: float,
+    checked: list[str] | None = None,
+    *,
+    account: str = "",
+    rows: list[Row] | None = None,
 ) -> None:
-    """Lease entries of finished jobs, forgotten active entries, tracker runs checked, and
-    retention: one round trip."""
+    """Lease entries of finished jobs, forgotten active entries, tracker runs checked,
+    retention, and the pass's actions counted for `colabq metrics`: one round trip."""
     k = ledger.keys
     drop = [f.subject for f in findings if f.do is Do.DROP_LEASE]
     forget = [f.subject for f in findings if f.do in (Do.FORGET, Do.DROP_LEASE)]
@@ -339,4 +346,5 @@ def _write_batch(
     # Records expire by themselves (a TTL set when the job ended); the index of jobs follows.
     pipe.zremrangebyscore(k.jobs(), "-inf", now - ledger.retention_s)
     pipe.zremrangebyscore(k.tracker_check(), "-inf", now - ledger.retention_s)
+    count_janitor(pipe, k, account, rows or [])
     pipe.execute()

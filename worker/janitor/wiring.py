@@ -42,6 +42,7 @@ from worker.fleet.dispatch import job_of_task
 from worker.janitor.beats import watchdog_lost_after_s
 from worker.janitor.run import JanitorDeps
 from worker.janitor.snapshot import JobView
+from worker.records.keys import queue_lists
 from worker.records.ledger import Ledger
 from worker.session.owner import read_token
 from worker.session.plan import remote_job_dir
@@ -54,10 +55,6 @@ from worker.tracker.clients import clients_from
 
 if TYPE_CHECKING:
     from celery import Celery
-
-# kombu's Redis transport keeps a queue's priorities in lists named queue + sep + priority.
-_PRIORITY_SEP = "\x06\x16"
-_PRIORITY_STEPS = (0, 3, 6, 9)
 
 
 def janitor_dir(settings: Settings) -> Path:
@@ -162,11 +159,7 @@ def watchdog_stale_after_s(settings: Settings) -> float:
 
 def waiting_job_ids(ledger: Ledger, queue_prefix: str) -> set[str]:
     """Ids of the tasks whose messages wait in the GPU queues (one round trip)."""
-    lists = [
-        q if pri == 0 else f"{q}{_PRIORITY_SEP}{pri}"
-        for q in (queue_for(g, queue_prefix) for g in Gpu)
-        for pri in _PRIORITY_STEPS
-    ]
+    lists = [name for g in Gpu for name in queue_lists(queue_for(g, queue_prefix))]
     pipe = ledger.r.pipeline(transaction=False)
     for name in lists:
         pipe.lrange(name, 0, -1)

@@ -1,8 +1,9 @@
 """The notifier's loop over the event log: a consumer group (`notifier`), so that several
 notifier processes share the work and each state change is delivered at least once. An entry is
-acknowledged (XACK) only after its deliveries ended (delivered, or failed after the retries and
-recorded as a `notify-failed` event); the entries a dead consumer held longer than
-`claim_idle_ms` are taken over (XAUTOCLAIM). A failing target never changes a job.
+acknowledged (XACK) only after its deliveries ended (delivered, or failed after the retries,
+recorded as a `notify-failed` event and counted for `colabq metrics`); the entries a dead
+consumer held longer than `claim_idle_ms` are taken over (XAUTOCLAIM). A failing target never
+changes a job.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 import redis
 
 from worker.errors import JobNotFound
+from worker.metrics.counts import count_notify_failure
 from worker.notify.deliver import DeliveryFailed, deliver
 from worker.notify.targets import Target, wanted
 from worker.records import events
@@ -93,7 +95,7 @@ class Notifier:
                 continue
             target = self.targets.get(name)
             if target is None:
-                self._failed(ev, f"no notification target named {name} on the notifier host")
+                self._failed(ev, name, f"no notification target named {name} on the notifier host")
                 continue
             self._deliver(target, ev, payload)
 
@@ -107,7 +109,8 @@ class Notifier:
                 return
             except DeliveryFailed as exc:
                 why = str(exc)
-        self._failed(ev, f"{why} ({self.attempts} tries)")
+        self._failed(ev, target.name, f"{why} ({self.attempts} tries)")
 
-    def _failed(self, ev: events.Event, why: str) -> None:
+    def _failed(self, ev: events.Event, target: str, why: str) -> None:
         events.note_action(self.ledger, ev.job, "notify-failed", why, state=ev.dst)
+        count_notify_failure(self.ledger.r, self.ledger.keys, target, ev.dst)

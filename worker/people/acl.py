@@ -41,9 +41,10 @@ def user_key_patterns(user: str, key_prefix: str, queue_prefix: str) -> list[str
     own = [f"~{p}:job:*.{user}", f"~{p}:job:*.{user}:*", f"~{p}:u:{user}:*"]
     # Written by a submit or by a cancel of one's own job; see the package's docstring for
     # what a user could do to other jobs through them. The event log (`worker.records.events`)
-    # too: a user may append events, true or not (the README says so).
+    # too: a user may append events, true or not (the README says so); and the ended jobs'
+    # counters (`worker.metrics.ended`), which her cancel of her own queued job adds to.
     shared = [f"~{p}:jobs", f"~{p}:active", f"~{p}:live-destinations",
-              f"~{p}:janitor:tracker-check", f"~{p}:events"]  # fmt: skip
+              f"~{p}:janitor:tracker-check", f"~{p}:events", f"~{p}:metrics:ended"]  # fmt: skip
     # kombu declares a queue (adds its bindings) before it publishes the first message to it.
     q = f"{queue_prefix}gpu.*"
     celery = [f"~{q}", f"~_kombu.binding.{q}", f"~_kombu.binding_permanent.{q}", "%R~_kombu.*"]

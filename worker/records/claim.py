@@ -45,7 +45,7 @@ if cur ~= '' and cur ~= ARGV[1] then return {'owned', ''} end
     + """
 if not redis.call('SET', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2]) then return {'owned', ''} end
 redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'owner_host', ARGV[7], 'state', 'allocating',
-           'reason', ARGV[10], 'updated_at', ARGV[5], 'worker', ARGV[6],
+           'reason', ARGV[10], 'updated_at', ARGV[5], 'claimed_at', ARGV[5], 'worker', ARGV[6],
            'wall_deadline_at', ARGV[9], 'nonce', ARGV[8], 'segment', '0', 'restarts', '0')
 redis.call('ZADD', KEYS[3], ARGV[3], ARGV[4])
 """

@@ -78,15 +78,18 @@ def live_workers(r: redis.Redis, keys: Keys, now: float | None = None) -> list[W
     names = [n.decode() if isinstance(n, bytes) else str(n) for n in raw_names]
     if not names:
         return []
-    cards = []
-    for raw in r.mget([keys.worker_card(n) for n in names]):
-        if raw is None:
-            continue
-        try:
-            cards.append(_card(json.loads(raw)))
-        except (ValueError, KeyError, TypeError):
-            continue
+    cards = [c for raw in r.mget([keys.worker_card(n) for n in names]) if (c := parse_card(raw))]
     return sorted(cards, key=lambda c: c.name)
+
+
+def parse_card(raw: bytes | str | None) -> WorkerCard | None:
+    """A card as read, or None (gone, or damaged)."""
+    if raw is None:
+        return None
+    try:
+        return _card(json.loads(raw))
+    except (ValueError, KeyError, TypeError):
+        return None
 
 
 def count_serving(r: redis.Redis, keys: Keys, queue: str, now: float | None = None) -> int:

@@ -7,6 +7,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# kombu's Redis transport keeps a queue's priorities in lists named queue + sep + priority.
+_PRIORITY_SEP = "\x06\x16"
+_PRIORITY_STEPS = (0, 3, 6, 9)
+
+
+def queue_lists(queue: str) -> tuple[str, ...]:
+    """The lists that hold a Celery queue's messages (kombu's, outside the key prefix): the
+    queue's own name for the default priority, one more per priority step."""
+    return tuple(queue if p == 0 else f"{queue}{_PRIORITY_SEP}{p}" for p in _PRIORITY_STEPS)
+
 
 @dataclass(frozen=True)
 class Keys:
@@ -118,3 +128,18 @@ class Keys:
     def queue_workers(self, queue: str) -> str:
         """Sorted set worker name -> when its card expires, for the workers consuming `queue`."""
         return f"{self.prefix}:queue:{queue}:workers"
+
+    def metrics_ended(self) -> str:
+        """Hash: what the ended jobs add up to (`worker.metrics.ended`): jobs by final state,
+        GPU, account and user, their GPU-seconds held and compute units, the wait and run
+        histograms' buckets. Written in each job's terminal transition, never scanned."""
+        return f"{self.prefix}:metrics:ended"
+
+    def metrics_janitor(self) -> str:
+        """Hash `<account>|<action>` -> how many of that action janitor passes took (orphans
+        stopped, jobs adopted or settled, ghost runs closed; `worker.metrics.counts`)."""
+        return f"{self.prefix}:metrics:janitor"
+
+    def metrics_notify(self) -> str:
+        """Hash `<target>|<state>` -> notifications the notifier gave up on."""
+        return f"{self.prefix}:metrics:notify"

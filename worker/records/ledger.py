@@ -23,6 +23,7 @@ from worker.errors import AmbiguousJob, IllegalTransition, JobNotFound, StaleOwn
 from worker.flow.deps import nudge_dependants
 from worker.flow.slots import free_slot
 from worker.flow.sweeps import SweepTag
+from worker.metrics.ended import ended_facts, record_ended
 from worker.people.identity import Identity, identify
 from worker.people.owners import owner_of
 from worker.records import events, ownership
@@ -58,6 +59,8 @@ end
 redis.call('HSET', KEYS[2], 'segment', ARGV[2], 'log_offset', '0')
 return 1
 """
+
+_CLAIMED = (JobState.QUEUED, JobState.ALLOCATING)
 
 _RELEASE_DESTINATION = """
 if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then
@@ -268,10 +271,13 @@ class Ledger:
             if not can_transition(src, dst):
                 raise IllegalTransition(job_id, src.value, dst.value)
             pipe.multi()
+            # `claimed_at`: when a run was claimed (as the claim script writes it), for metrics.
+            claimed = {"claimed_at": repr(now)} if (src, dst) == _CLAIMED else {}
             pipe.hset(
                 key,
-                mapping={"state": dst.value, "reason": reason, "updated_at": repr(now), **extra},
-            )
+                mapping={"state": dst.value, "reason": reason, "updated_at": repr(now), **extra,
+                         **claimed},
+            )  # fmt: skip
             entry = self.entry(dst, now, reason)
             pipe.rpush(self.keys.history(job_id), entry)
             events.append(pipe, self.keys, self.retention_s, job_id, events.STATE, src.value, entry)
@@ -280,6 +286,8 @@ class Ledger:
             self._hold(pipe, key, raw.get(b"held_since"), src, dst, "endpoint" in extra, now)
             if dst in TERMINAL:
                 pipe.srem(self.keys.active(), job_id)
+                # What ended jobs add up to, for `colabq metrics` (one command).
+                record_ended(pipe, self.keys, ended_facts(raw, extra, dst, now))
                 if b"sweep" in raw:  # its sweep's slot, if it held one (`worker.flow.slots`)
                     free_slot(pipe, self.keys, job_id, now)
                 if b"dependants" in raw:  # jobs wait for this one (`worker.flow.deps`)
