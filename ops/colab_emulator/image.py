@@ -12,7 +12,8 @@ root (a user other than root switches to nobody, so its own folders are always r
   `vms/<endpoint>` links to it, and the release moves it back (`place_reachable`).
 - **Its tools.** `/opt/bin/uv` is the host's uv (the one beside the emulator's Python, else the
   one on PATH): a link to it when every user can run it there, else to a copy kept once per uv
-  binary in `colab-emu-vms/image/` (a clone's `.venv` in a private folder). The nvidia-smi shim
+  binary in `colab-emu-vms/image/` (a clone's `.venv` in a private folder; never removed, like
+  a cache: one file per uv build). The nvidia-smi shim
   runs a copy of nvidia_smi.py beside the VM's gpu.json, never the emulator's own files.
 - **Where neither can be had** (the emulator home and `TMPDIR` both private), `reach_problem`
   says so in one line with the fix (`colab-emu reach`; colabq's worker refuses to start on it).
@@ -148,15 +149,14 @@ def host_uv() -> Path | None:
 
 def runnable_copy(program: Path) -> Path | None:
     """`program` where every user can run it: itself, else a copy in the shared image folder
-    (made once per binary: its path, size and time), else None."""
+    (made once per binary), else None."""
     real = program.resolve()
     if not job_user_switches() or reachable(real):
         return real
     shared = shared_dir()
     if shared is None:
         return None
-    info = real.stat()
-    key = hashlib.sha256(f"{real}\0{info.st_size}\0{info.st_mtime_ns}".encode()).hexdigest()[:16]
+    key = _fingerprint(real)
     image = shared / "image"
     folder = image / f"{real.name}-{key}"
     if (folder / real.name).is_file():
@@ -174,6 +174,18 @@ def runnable_copy(program: Path) -> Path | None:
     except OSError:
         return None
     return folder / real.name if (folder / real.name).is_file() else None
+
+
+def _fingerprint(path: Path) -> str:
+    """A key for one binary wherever it lies (a clone's copy or link of another's shares it):
+    its size, time and its first and last 64 KiB, cheaper than hashing 40 MB per VM."""
+    info = path.stat()
+    digest = hashlib.sha256(f"{info.st_size}\0{info.st_mtime_ns}\0".encode())
+    with open(path, "rb") as fh:
+        digest.update(fh.read(65536))
+        fh.seek(max(info.st_size - 65536, 0))
+        digest.update(fh.read(65536))
+    return digest.hexdigest()[:16]
 
 
 def install_uv(bin_dir: Path) -> Path | None:
