@@ -25,6 +25,14 @@ _LAUNCHER = re.compile(
 )
 
 
+MAX_SAID = 500  # the wrapper sends at most 400 characters of the line
+_USER = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}")
+
+
+def _printable(text: str) -> str:
+    return "".join(c for c in text if c.isprintable() or c == "\t")
+
+
 def _name(subject: str) -> str:
     found = _LAUNCHER.match(subject.strip())
     return (found[1] if found else subject).strip()
@@ -47,7 +55,9 @@ def exit_reason(exit_code: int | None, watch: Mapping[str, str]) -> str:
     126); ...`, `a command was not found: uv (exit 127); ...`)."""
     if exit_code not in CANNOT_RUN_CODES:
         return f"job exited {exit_code}"
-    user, _, said = watch.get("exec_exit_why", "").partition("\t")
+    # Read back from Redis: printable text of a bounded length only.
+    user, _, said = _printable(watch.get("exec_exit_why", "")[:MAX_SAID]).partition("\t")
+    user = user if _USER.fullmatch(user) else ""
     found = parse_said(said) if said else None
     who = f" for the job's user {user}" if user else ""
     if found is None:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from worker.exitwhy import exit_reason, parse_said
+from worker.exitwhy import JOB_SCRIPT, exit_reason, parse_said
+from worker.session import plan
 
 SCRIPT = "/tmp/colab-emu-vms/gpu-1-x/root/content/colab-user-job.sh"
 
@@ -61,3 +62,14 @@ def test_what_could_not_be_run_and_why(line: str, said: tuple[str, str] | None) 
 def test_the_reason_of_an_exit(code: int, why: str, reason: str) -> None:
     watch = {"exec_exit_why": why} if why else {}
     assert exit_reason(code, watch) == reason
+
+
+def test_what_is_read_back_is_bounded_and_printable() -> None:
+    """The sentinel comes back from Redis: no control characters, no odd user name, no essay."""
+    why = "bad user!\tbash: /content/x\x1b[31m.sh: Permission denied" + "y" * 2000
+    reason = exit_reason(126, {"exec_exit_why": why})
+    assert reason.isprintable() and "bad user" not in reason and len(reason) < 700, reason
+
+
+def test_the_job_script_is_the_one_the_plan_uploads() -> None:
+    assert plan.SCRIPT == JOB_SCRIPT
