@@ -134,6 +134,14 @@ def test_commands_that_write_the_state_dir_check_it_first(
     assert str(tmp_path / where) in line
 
 
+def test_a_worker_reads_its_settings_from_the_env_file(tmp_path: Path) -> None:
+    write_private(tmp_path / "worker.env", "COLABQ_STATE_DIR=/proc/colabq-from-env-file\n")
+    done = colabq(
+        "--env-file", "worker.env", "worker", cwd=tmp_path, COLABQ_REDIS_URL="redis://127.0.0.1:9/0"
+    )
+    assert "/proc/colabq-from-env-file" in assert_one_line(done, "COLABQ_STATE_DIR")
+
+
 def eta_finding(done: subprocess.CompletedProcess[str]) -> dict[str, str]:
     findings = json.loads(done.stdout)["findings"]
     return next(f for f in findings if f["check"] == "eta")
