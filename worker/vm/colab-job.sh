@@ -28,7 +28,8 @@
 # any, is moved out of /content at once and deleted once the fetch is over; only git reads it.
 # The GPU idle watch (--gpu-idle, colabq_gpuidle.py): the GPUs below P % (5) for S seconds while the
 # job runs stop it as `timeout` would; the wrapper then syncs as for any end and says GPU_IDLE.
-# Prints sentinels __COLABQ_<nonce>_<WHAT>__=<value> that the runner parses.
+# Prints sentinels __COLABQ_<nonce>_<WHAT>__=<value> that the runner parses; a job that exits 126
+# or 127 gets EXIT_WHY, what its shell said it could not run (worker/exitwhy.py words it).
 set -u
 # Colab presets that break uv projects and plotting in a batch job.
 unset UV_SYSTEM_PYTHON PYTHONPATH MPLBACKEND
@@ -96,7 +97,6 @@ if [ "$SEGMENT" = "0" ]; then JOB_LOG="$LOGS/job.log"; else JOB_LOG="$LOGS/job.s
 sentinel() { echo "__COLABQ_${NONCE}_$1__=$2"; }
 # A shell's or a launcher's line saying what it could not run (exit 126 or 127).
 CANNOT_RUN=': (command not found|not found|Permission denied|No such file or directory|Is a directory|cannot execute.*)$'
-
 
 # The heartbeat: {"at": epoch, "phase": P, "pid": wrapper pid, "console_bytes": N}, rewritten
 # atomically every HEARTBEAT_S while the wrapper lives (the loop stops with it); "done" (or
