@@ -2,7 +2,7 @@
 
     from colabq import Client
 
-    client = Client()  # the settings `colabq` reads: COLABQ_* in the environment or .env
+    client = Client()  # the settings `colabq` reads: COLABQ_*, ~/.config/colabq/settings.env
     sub = client.submit("train.sh", name="mnist-mlp-bs64", gpu="T4", wall="2h",
                         hub_repo="alice/mnist-runs", sync=["ckpt"])
     job = client.wait(sub.job_id)

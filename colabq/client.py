@@ -6,7 +6,7 @@ Each method runs the functions the matching command runs, never its printed outp
 cancel JOB` (the same refusals under Redis ACLs), and `wait` waits on the ledger until the job
 ends. Nothing is printed and nothing exits: errors are colabq's own exceptions (`colabq.errors`).
 
-The settings are the CLI's (`COLABQ_*` in the environment or `.env`, `worker/settings.py`),
+The settings are the CLI's (`COLABQ_*` in the environment, the settings file, `worker/settings.py`),
 built once when the client is; Redis is connected on first use and answers within a second or
 two (otherwise `BrokerUnavailable`), as for a command.
 """
@@ -41,7 +41,7 @@ _LIMIT = 30  # jobs a page of the list, as `colabq status`
 class Client:
     """A connection to one colabq deployment (its Redis, key and queue prefixes).
 
-    `Client()` reads the settings as `colabq` does (environment, `.env`); `Client(redis_url)`
+    `Client()` reads the settings as `colabq` does (environment, settings file); `Client(redis_url)`
     overrides the Redis URL alone; `Client(settings=load_settings(...))` takes them as given.
     Usable as a context manager (`close()` at the end). Not shared between threads.
     """

@@ -18,12 +18,12 @@ import os
 import sys
 import threading
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from worker.errors import ConfigError
+from worker.settingsfiles import ENV_FILE_VAR, settings_files
 from worker.utils import key_name_problem, redis_master_name_problem, redis_url_problem
 
 if TYPE_CHECKING:
@@ -37,8 +37,8 @@ JobArg = Annotated[str, typer.Argument(help="Job id (a unique prefix is enough).
 
 
 # Where pydantic-settings reads from (worker/settings.py's model_config; a test keeps them equal).
+# The settings files are worker.settingsfiles' (standard library only).
 ENV_PREFIX = "COLABQ_"
-ENV_FILE = ".env"
 # The settings a command that only reads the ledger needs, with worker/settings.py's defaults
 # (a test keeps them equal).
 LEDGER_DEFAULTS: dict[str, str | None] = {
@@ -135,7 +135,7 @@ class LedgerAddress:
 def ledger_address() -> LedgerAddress:
     """The `redis_url` and `key_prefix` settings, validated as the settings object validates
     them (the same one-line errors). Read without pydantic-settings (about 0.1 s of start-up)
-    when the environment sets no other setting and no .env file names any; otherwise from the
+    when the environment sets no other setting and no settings file names any; otherwise from the
     settings object, so that an invalid setting fails this command as it fails every other."""
     found = _ledger_settings_alone()
     if found is None:
@@ -158,24 +158,30 @@ def ledger_address() -> LedgerAddress:
 
 def _ledger_settings_alone() -> dict[str, str] | None:
     """The ledger settings the environment sets, when it sets no other setting (in any case,
-    once each) and no .env file may set one; else None."""
+    once each) and no settings file may set one; else None. A settings file that may not be
+    read is refused here as the settings object refuses it."""
     found: dict[str, str] = {}
     prefix = ENV_PREFIX.lower()  # pydantic-settings' names are case-insensitive
     for key, value in os.environ.items():
         name = key.lower()
-        if not name.startswith(prefix):
+        if not name.startswith(prefix) or name == ENV_FILE_VAR.lower():
             continue
         field = name[len(prefix) :]
         if field not in LEDGER_DEFAULTS or field in found:
             return None
         found[field] = value
-    try:
-        text = Path(ENV_FILE).read_bytes()
-    except FileNotFoundError:
-        return found
-    except OSError:
-        return None  # unreadable, or not a file: the settings object says what it makes of it
-    return None if prefix.encode() in text.lower() else found
+    return None if _files_may_name(prefix) else found
+
+
+def _files_may_name(text: str) -> bool:
+    """Whether a settings file may hold `text` (lower case): a cheap look, without pydantic."""
+    for path in settings_files():
+        try:
+            if text in path.read_text(errors="replace").lower():
+                return True
+        except OSError:
+            return True  # unreadable after all: the settings object says so in one line
+    return False
 
 
 class LazySettings:
@@ -193,7 +199,7 @@ class LazySettings:
             return self._settings
 
     def may_set(self, field: str) -> bool:
-        """Whether the environment or the .env file may set `field` (a cheap look, without
+        """Whether the environment or a settings file may set `field` (a cheap look, without
         pydantic): False means the default applies, so the settings need not be built for it."""
         if self._settings is not None:
             return True
@@ -201,11 +207,9 @@ class LazySettings:
         if any(key.lower() == name for key in os.environ):
             return True
         try:
-            return name in Path(ENV_FILE).read_text(errors="replace").lower()
-        except FileNotFoundError:
-            return False
-        except OSError:
-            return True  # an unreadable .env: building the settings says so in one line
+            return _files_may_name(name)
+        except ConfigError:
+            return True  # a settings file that may not be read: building the settings says so
 
 
 def build_app(settings: Settings) -> Any:

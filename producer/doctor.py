@@ -5,7 +5,8 @@ Owns the checks and their table: the `colab` CLI (found, exactly the version the
 its login (`colab usage` answers: the balance), Redis (ping, URL redacted; with Sentinel, how
 many sentinels answer for the master, where, and whether they reach a quorum), the Hub token file
 (Settings.hf_token_file: a non-empty 0600 file; its content is never printed) and the Hub with
-that token (whoami at Settings.hf_endpoint), and a live worker per GPU type. The checks are the
+that token (whoami at Settings.hf_endpoint), a live worker per GPU type, and the settings files
+read (with a WARN for a `.env` holding a password in a git repository). The checks are the
 worker's own where it has one (`worker.session.checks`, the driver, `worker.records.fleet`).
 
 Every check is bounded in time: its calls get the timeout, and a check still running after it
@@ -15,10 +16,11 @@ three independent chains (colab, Redis, Hub) run at once. Exit 0 without a FAIL 
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -324,6 +326,23 @@ def _scrubbed(row: Row, token: str) -> Row:
                row.todo.replace(token, "<token>"))  # fmt: skip
 
 
+# --- the settings files ----------------------------------------------------------------------
+
+
+def settings_rows(environ: Mapping[str, str], cwd: Path) -> list[Row]:
+    """The settings files read, and a WARN for each dotenv file holding a password in a git
+    work tree (`producer.settingscheck`): the current folder's `.env`, the --env-file."""
+    from producer.settingscheck import find_exposed
+    from worker.settingsfiles import settings_files, user_file
+
+    read = settings_files(environ)  # load_settings checked them: they may be read
+    where = ", ".join(f"{p} (0600)" for p in read) or f"no settings file ({user_file(environ)})"
+    rows = [Row("settings", Status.PASS, f"the environment and {where}")]
+    for found in find_exposed(cwd, environ):
+        rows.append(Row("settings", Status.WARN, found.detail(), found.todo(user_file(environ))))
+    return rows
+
+
 # --- the command ------------------------------------------------------------------------------
 
 
@@ -351,7 +370,8 @@ def diagnose(settings: Settings, timeout_s: float = DEFAULT_TIMEOUT_S) -> list[R
             t.start()
         for t in threads:
             t.join()
-    return [row for rows in results for row in rows]
+    settings_first = settings_rows(os.environ, Path.cwd())
+    return [*settings_first, *(row for rows in results for row in rows)]
 
 
 _STYLE = {Status.PASS: "green", Status.WARN: "yellow", Status.FAIL: "bold red"}

@@ -55,7 +55,10 @@ class ConfigError(UserInputError):
 
     @classmethod
     def invalid(cls, variable: str, why: str) -> ConfigError:
-        return cls(f"Invalid setting {variable}: {why}. Fix it in the environment or .env.")
+        return cls(
+            f"Invalid setting {variable}: {why}. Fix it in the environment or the settings file "
+            "(~/.config/colabq/settings.env, or the --env-file)."
+        )
 
 
 # --- the ledger -----------------------------------------------------------------------------

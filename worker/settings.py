@@ -1,4 +1,6 @@
-"""The one settings object of colabq (pydantic-settings, `COLABQ_` prefix, `.env` supported).
+"""The one settings object of colabq (pydantic-settings, `COLABQ_` prefix): the environment over
+the user's settings file and a file named with `--env-file` (dotenv files, each its owner's
+alone: `worker.settingsfiles`), over the defaults.
 
 Built once at an entry point (`load_settings()`), never at import time, and passed down. Every
 invalid value fails at start-up as one `ConfigError` line naming its variable. Secrets are not
@@ -9,8 +11,8 @@ The checks of `redis_url`, `redis_master_name` and `key_prefix` are `worker.util
 sets any other setting (`producer.clictx.ledger_address`).
 
 The Hub endpoint of the producer commands (`hub_endpoint()`): `COLABQ_HF_ENDPOINT` (environment
-or `.env`), else `HF_ENDPOINT` from the process environment (the variable huggingface_hub itself
-reads), else huggingface.co.
+or a settings file), else `HF_ENDPOINT` from the process environment (the variable
+huggingface_hub itself reads), else huggingface.co.
 """
 
 from __future__ import annotations
@@ -28,10 +30,10 @@ from pydantic import Field, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from worker.errors import ConfigError
+from worker.settingsfiles import settings_files
 from worker.utils import key_name_problem, redis_master_name_problem, redis_url_problem
 
 ENV_PREFIX = "COLABQ_"
-ENV_FILE = ".env"
 ALL_GPUS = ("T4", "L4", "G4", "A100", "H100")  # worker.spec.Gpu's, kept equal by a test
 
 
@@ -86,8 +88,10 @@ def _list_items(value: object, split: Callable[[str], object]) -> object:
 
 class Settings(BaseSettings):
     # No float setting may be NaN or infinite: `gt=0` alone lets `inf` through.
+    # No dotenv file by default (never the current folder's `.env`): `load_settings` passes the
+    # settings files, as pydantic-settings' `_env_file`.
     model_config = SettingsConfigDict(
-        env_prefix=ENV_PREFIX, env_file=ENV_FILE, extra="ignore", frozen=True, allow_inf_nan=False
+        env_prefix=ENV_PREFIX, env_file=None, extra="ignore", frozen=True, allow_inf_nan=False
     )
 
     redis_url: str = "redis://127.0.0.1:6379/0"
@@ -320,7 +324,8 @@ class Settings(BaseSettings):
 
     def hub_endpoint(self) -> str | None:
         """The Hub the producer commands talk to: COLABQ_HF_ENDPOINT, else HF_ENDPOINT as
-        huggingface_hub reads it (the process environment, not .env), else None: huggingface.co.
+        huggingface_hub reads it (the process environment, not a settings file), else None:
+        huggingface.co.
         Passed explicitly, so a client imported before HF_ENDPOINT was set still obeys it."""
         if self.hf_endpoint:
             return self.hf_endpoint
@@ -361,12 +366,14 @@ def _why(msg: str) -> str:
 
 
 def load_settings(**overrides: object) -> Settings:
-    """Build the settings at an entry point; an invalid value becomes one ConfigError line."""
+    """Build the settings at an entry point, from the environment and the settings files; an
+    invalid value, or a settings file others can read, becomes one ConfigError line."""
     from pydantic import ValidationError
     from pydantic_settings import SettingsError
 
+    files = settings_files()
     try:
-        return Settings(**overrides)  # type: ignore[arg-type]
+        return Settings(_env_file=files or None, **overrides)  # type: ignore[arg-type]
     except ValidationError as exc:
         err = exc.errors()[0]
         field = str(err["loc"][0]) if err["loc"] else "?"
@@ -376,6 +383,7 @@ def load_settings(**overrides: object) -> Settings:
         cause = f" ({exc.__cause__})" if exc.__cause__ else ""
         raise _invalid(found[1] if found else "?", f"cannot be read{cause}") from None
     except OSError as exc:
+        where = ", ".join(map(str, files))
         raise ConfigError(
-            f"Cannot read the settings file {ENV_FILE} ({exc.strerror}): fix its permissions."
+            f"Cannot read the settings file {where} ({exc.strerror}): fix its permissions."
         ) from None

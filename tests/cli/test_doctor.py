@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import stat
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -75,6 +76,8 @@ def env(
         "COLABQ_HF_ENDPOINT": hub.url,
         "COLABQ_BUDGET_FLOOR_UNITS": None,
         "HOME": str(tmp_path / "home"),
+        "XDG_CONFIG_HOME": None,
+        "COLABQ_ENV_FILE": None,
         "COLAB_EMU_HOME": str(emu_home),
         "COLUMNS": "200",
     }
@@ -118,7 +121,7 @@ def test_a_ready_host_passes_every_check(
 ) -> None:
     code, rows, output = doctor(env)
     assert code == exitcodes.OK
-    assert list(rows) == CLI_CHECKS + GPU_CHECKS + HUB_CHECKS
+    assert list(rows) == ["settings", *CLI_CHECKS, *GPU_CHECKS, *HUB_CHECKS]
     assert set(statuses(rows).values()) == {"PASS"}, rows
     assert "version 0.7.4" in rows["colab CLI"]["detail"]
     assert "balance 100.00 compute units" in rows["colab login"]["detail"]
@@ -239,3 +242,70 @@ def test_a_read_only_token_warns(env: dict[str, str | None], token_file: Path, h
     _, rows, _ = doctor(env)
     assert rows["hub"]["status"] == "WARN"
     assert "read-only" in rows["hub"]["detail"]
+
+
+# --- the settings files -----------------------------------------------------------------------
+
+
+def settings_rows(env: dict[str, str | None]) -> tuple[list[dict[str, str]], str]:
+    result = runner.invoke(app, ["doctor", "--json", "--timeout", "2"], env=env)
+    assert "Traceback" not in result.output
+    rows = [r for r in json.loads(result.stdout)["checks"] if r["check"] == "settings"]
+    return rows, result.output
+
+
+def git_repo(path: Path) -> Path:
+    path.mkdir()
+    subprocess.run(["git", "init", "-q", str(path)], check=True)
+    return path
+
+
+def test_a_dot_env_holding_a_password_in_a_git_repository_warns(
+    env: dict[str, str | None], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = git_repo(tmp_path / "training-repo")
+    dot_env = repo / ".env"
+    dot_env.write_text("COLABQ_REDIS_URL=redis://:pa55word-x@redis.internal:6379/0\n")
+    dot_env.chmod(0o600)
+    monkeypatch.chdir(repo)
+    rows, output = settings_rows(env)
+    assert [r["status"] for r in rows] == ["PASS", "WARN"], rows
+    assert rows[0]["detail"].startswith("the environment and no settings file (")
+    assert rows[1]["detail"] == (
+        f"{dot_env} holds COLABQ_REDIS_URL in the git repository {repo}; git does not ignore "
+        "it: `git add` would commit it"
+    )
+    user_file = tmp_path / "home" / ".config" / "colabq" / "settings.env"
+    assert rows[1]["what_to_do"].startswith(f"move its lines to {user_file} (chmod 600)")
+    assert "pa55word-x" not in output
+
+    (repo / ".gitignore").write_text(".env\n")
+    rows, _ = settings_rows(env)
+    assert "git ignores it, but every copy of the folder carries it" in rows[1]["detail"]
+
+
+@pytest.mark.parametrize("case", ["no password", "not in a repository"])
+def test_a_dot_env_that_leaks_nothing_does_not_warn(
+    env: dict[str, str | None], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, case: str
+) -> None:
+    if case == "no password":
+        folder = git_repo(tmp_path / "training-repo")
+        text = "COLABQ_REDIS_URL=redis://redis.internal:6379/0\nCOLABQ_KEY_PREFIX=team\n"
+    else:
+        folder = tmp_path / "plain"
+        folder.mkdir()
+        text = "COLABQ_REDIS_URL=redis://:pa55word-x@redis.internal:6379/0\n"
+    (folder / ".env").write_text(text)
+    monkeypatch.chdir(folder)
+    rows, _ = settings_rows(env)
+    assert [r["status"] for r in rows] == ["PASS"], rows
+
+
+def test_the_settings_row_names_the_files_read(env: dict[str, str | None], tmp_path: Path) -> None:
+    user_file = tmp_path / "home" / ".config" / "colabq" / "settings.env"
+    user_file.parent.mkdir(parents=True)
+    user_file.write_text("COLABQ_JANITOR_INTERVAL_S=30\n")
+    user_file.chmod(0o600)
+    rows, _ = settings_rows(env)
+    assert rows == [{"check": "settings", "status": "PASS", "what_to_do": "",
+                     "detail": f"the environment and {user_file} (0600)"}]  # fmt: skip

@@ -1,5 +1,6 @@
 """A worker that would fail every job it takes refuses to start, in one line that says what to
-do: no `colab` CLI, an unwritable state dir, a token file others can read."""
+do: no `colab` CLI, an unwritable state dir, a token file others can read, an emulator whose
+VMs the job's user cannot reach."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from tests.reachable import reachable_folder
 
 pytestmark = pytest.mark.integration
 EMULATOR = Path(__file__).resolve().parents[2] / "ops" / "colab"
@@ -52,3 +55,20 @@ def test_token_file_readable_by_others(tmp_path: Path, redis_url: str) -> None:
     res = start(tmp_path, redis_url, COLABQ_HF_TOKEN_FILE=str(token))
     line = refusal(res)
     assert "chmod 600" in line and "hf_canary" not in res.stdout + res.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root runs the job as another user")
+def test_emulator_vms_the_jobs_user_cannot_reach(tmp_path: Path, redis_url: str) -> None:
+    """Its home and TMPDIR in a 0700 folder, the emulator has nowhere the job's user reaches
+    (every job would exit 126): the worker names the folder and the fix instead of starting."""
+    with reachable_folder("colabq-private-") as base:
+        private = base / "home"
+        (private / "tmp").mkdir(parents=True)
+        private.chmod(0o700)
+        emu_home, tmp = private / "emu", private / "tmp"
+        line = refusal(start(tmp_path, redis_url, COLAB_EMU_HOME=str(emu_home), TMPDIR=str(tmp)))
+        assert line.startswith(
+            f"colabq worker: not starting: the emulator's VMs would lie in {emu_home}/vms, which "
+            f"the job's user cannot reach ({private} is mode 0700)"
+        ), line
+        assert line.endswith("or TMPDIR=/tmp"), line

@@ -45,6 +45,9 @@ SETTLE_CASES = [
     ("gone, exit 0, artifacts missing", record(), {"gone_verified_at": "1", "exec_exit": "0"},
      MISSING, None, S.FAILED),
     ("gone, exit 3", record(), {"gone_verified_at": "1", "exec_exit": "3"}, OK, None, S.FAILED),
+    ("gone, exit 127, the wrapper said why", record(),
+     {"gone_verified_at": "1", "exec_exit": "127", "exec_exit_why": "nobody\tsh: 1: uv: not found"},
+     OK, None, S.FAILED),
     ("gone, exit only in the store", record(), {"gone_verified_at": "1"}, OK, None, S.SUCCEEDED),
     ("gone, exit nowhere", record(), {"gone_verified_at": "1"},
      Verification(False, None, (), (), "no exit_code"), None, S.FAILED_LOST),
@@ -73,6 +76,10 @@ def test_settle_outcome(
     assert (got.state if got else None) is expect
     if "exec_code" in watch:
         assert got is not None and "the job's code is not on the VM: not fetchable" in got.reason
+    if "exec_exit_why" in watch:
+        assert got is not None and got.reason.startswith(
+            "owner died; a command was not found: uv (exit 127)"
+        ), got.reason
 
 
 # --- finding (pure) -------------------------------------------------------------------------

@@ -21,7 +21,6 @@ import redis
 
 from worker.clock import FakeClock
 from worker.records.forward import (
-    ENV_FILE,
     ENV_PREFIX,
     Feed,
     FeedSettings,
@@ -33,7 +32,8 @@ from worker.records.keys import Keys
 from worker.records.ledger import Ledger
 from worker.session import attach, procs
 from worker.session.jobfiles import JobFiles, WatchSpec
-from worker.settings import Settings
+from worker.settings import Settings, load_settings
+from worker.settingsfiles import ENV_FILE_VAR
 
 # What neither process may load: the contract and its pydantic, the settings object, the worker.
 HEAVY = (
@@ -66,10 +66,12 @@ def heavy_in(modules: set[str]) -> list[str]:
 
 
 @pytest.fixture
-def observer_env(redis_url: str, key_prefix: str) -> Iterator[dict[str, str]]:
-    """The environment an owner gives its observers (`_child_env`), nothing else COLABQ_."""
+def observer_env(redis_url: str, key_prefix: str, tmp_path: Path) -> Iterator[dict[str, str]]:
+    """The environment an owner gives its observers (`_child_env`), nothing else COLABQ_, and
+    no settings file of the developer's."""
     env = {k: v for k, v in os.environ.items() if not k.upper().startswith(ENV_PREFIX)}
     env.update(COLABQ_REDIS_URL=redis_url, COLABQ_KEY_PREFIX=key_prefix)
+    env["XDG_CONFIG_HOME"] = str(tmp_path / "no-config")
     yield env
     client = redis.Redis.from_url(redis_url)
     for key in client.scan_iter(f"{key_prefix}*"):
@@ -114,7 +116,7 @@ def test_the_attach_client_forwards_without_importing_the_contract(
     modules = imported(res.stderr)
     assert "redis" in modules and "worker.records.forward" in modules  # the report is real
     assert heavy_in(modules) == []
-    assert "dotenv" not in modules  # no .env here: nothing to read it with
+    assert "dotenv" not in modules  # no settings file: nothing to read it with
     r = redis.Redis.from_url(redis_url)
     keys = Keys(key_prefix)
     assert [f[b"line"] for _, f in r.xrange(keys.log("job1"))] == [b"hello", b"world"]
@@ -166,29 +168,45 @@ FIELDS = (
 
 
 @pytest.mark.parametrize(
-    ("environ", "dotenv"),
+    ("environ", "dotenv", "named"),
     [
-        ({}, ""),  # the defaults
-        ({"COLABQ_REDIS_URL": "redis://h:1/2", "COLABQ_LOG_STREAM_MAXLEN": "500"}, ""),
-        ({}, "COLABQ_RETENTION_S=3600\nCOLABQ_KEY_PREFIX=fromfile\n"),
-        ({"colabq_key_prefix": "lower", "COLABQ_REDIS_RETRY_S": "0"}, "COLABQ_KEY_PREFIX=file\n"),
-        ({"COLABQ_RETENTION_S": "7.5"}, "export COLABQ_RETENTION_S='99'\nOTHER=1\n"),
-        ({"COLABQ_REDIS_URL": "sentinel://a:1;sentinel://b:2/0"}, "COLABQ_REDIS_MASTER_NAME=m\n"),
-        ({"COLABQ_REDIS_MASTER_NAME": ""}, ""),
+        ({}, "", ""),  # the defaults
+        ({"COLABQ_REDIS_URL": "redis://h:1/2", "COLABQ_LOG_STREAM_MAXLEN": "500"}, "", ""),
+        ({}, "COLABQ_RETENTION_S=3600\nCOLABQ_KEY_PREFIX=fromfile\n", ""),
+        ({"colabq_key_prefix": "lower", "COLABQ_REDIS_RETRY_S": "0"}, "COLABQ_KEY_PREFIX=file\n",
+         ""),
+        ({"COLABQ_RETENTION_S": "7.5"}, "export COLABQ_RETENTION_S='99'\nOTHER=1\n", ""),
+        ({"COLABQ_REDIS_URL": "sentinel://a:1;sentinel://b:2/0"}, "COLABQ_REDIS_MASTER_NAME=m\n",
+         ""),
+        ({"COLABQ_REDIS_MASTER_NAME": ""}, "", ""),
+        # --env-file's over the user's file, the environment over both.
+        ({"COLABQ_RETENTION_S": "5"}, "COLABQ_KEY_PREFIX=user\nCOLABQ_RETENTION_S=9\n",
+         "COLABQ_KEY_PREFIX=named\nCOLABQ_LOG_STREAM_MAXLEN=300\n"),
     ],
-)
+)  # fmt: skip
 def test_observers_read_their_settings_as_settings_does(
-    environ: dict[str, str], dotenv: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    environ: dict[str, str],
+    dotenv: str,
+    named: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     for name in list(os.environ):
         if name.upper().startswith(ENV_PREFIX):
             monkeypatch.delenv(name)
     for name, value in environ.items():
         monkeypatch.setenv(name, value)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
     monkeypatch.chdir(tmp_path)
-    if dotenv:
-        (tmp_path / ENV_FILE).write_text(dotenv)
-    want = Settings()
+    for path, text in ((tmp_path / "config" / "colabq" / "settings.env", dotenv),
+                       (tmp_path / "named.env", named)):  # fmt: skip
+        if text:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+            path.chmod(0o600)
+    if named:
+        monkeypatch.setenv(ENV_FILE_VAR, str(tmp_path / "named.env"))
+    want = load_settings()
     got = feed_settings()
     assert [getattr(got, f) for f in FIELDS] == [getattr(want, f) for f in FIELDS]
 
@@ -196,7 +214,7 @@ def test_observers_read_their_settings_as_settings_does(
 def test_the_observers_settings_names_are_settings() -> None:
     import worker.settings
 
-    assert (ENV_PREFIX, ENV_FILE) == (worker.settings.ENV_PREFIX, worker.settings.ENV_FILE)
+    assert ENV_PREFIX == worker.settings.ENV_PREFIX
     assert set(FIELDS) == set(FeedSettings.__dataclass_fields__) <= set(Settings.model_fields)
 
 

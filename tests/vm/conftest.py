@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from ops.colab_emulator.image import install_uv
 from ops.uvproject import UvProject, build_uv_project
 from tests.reachable import reachable_folder
 
@@ -93,7 +94,10 @@ def make_vm(root: Path, tmp_path: Path) -> Vm:
     for name in BUNDLED:
         shutil.copy(VM / name, content / name)
     fake_smi(bin_dir, "12.4")
-    # The VM's python3 is the venv's (as a Colab image has huggingface_hub): uv and a "system"
+    # The image's uv where the job's user can run it, as the emulator gives it (the venv's may
+    # lie in a folder only root enters: a clone in a 0700 home).
+    install_uv(bin_dir)
+    # The VM's python3 is the venv's (as a Colab image has huggingface_hub), and a "system"
     # pytest beside it, as on Colab's image. Colab's presets set, as its kernel sets them.
     path = f"{bin_dir}:{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"
     env = {

@@ -14,7 +14,7 @@ import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from worker import gpuidle, timelimit
+from worker import exitwhy, gpuidle, timelimit
 from worker.colab import rates
 from worker.errors import ColabqError
 from worker.records.ledger import Ledger
@@ -82,7 +82,7 @@ def settle_outcome(
     if not v.ok:
         return Settlement(JobState.FAILED, f"owner died; job exited {code}; {v.summary()}", code)
     if code != 0:
-        return Settlement(JobState.FAILED, f"owner died; job exited {code}", code)
+        return Settlement(JobState.FAILED, f"owner died; {exitwhy.exit_reason(code, watch)}", code)
     return Settlement(
         JobState.SUCCEEDED,
         "owner died; exit 0, artifacts verified, session released (watchdog)",

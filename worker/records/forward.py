@@ -19,11 +19,12 @@ from typing import Any, NamedTuple
 import redis
 from redis.commands.core import Script
 
+from worker.errors import ConfigError
 from worker.records.keys import Keys
 from worker.records.redisconn import connect
+from worker.settingsfiles import settings_files
 
 ENV_PREFIX = "COLABQ_"  # worker.settings' own, kept equal by a test
-ENV_FILE = ".env"
 
 # Forward a batch of the VM's console lines to the job's log stream and record how far it got,
 # in one atomic step. Each item carries the byte offset just past it in the VM's console log;
@@ -168,17 +169,25 @@ class FeedSettings:
 
 
 def feed_settings(
-    environ: Mapping[str, str] | None = None, env_file: Path = Path(ENV_FILE)
+    environ: Mapping[str, str] | None = None, files: Sequence[Path] | None = None
 ) -> FeedSettings:
     """Read as `Settings` reads them: `COLABQ_<NAME>` in any case from the environment, over
-    the same in `.env` (of the working directory), over the defaults. The owner that started
-    this process validated the same values; this only converts them."""
+    the same in the settings files (`worker.settingsfiles`), over the defaults. The owner that
+    started this process validated the same values (and passes them in the environment); this
+    only converts them."""
+    env = os.environ if environ is None else environ
+    if files is None:
+        try:
+            files = settings_files(env)
+        except ConfigError:
+            files = ()  # the owner checked them when it started, and passed what it read
     found: dict[str, str] = {}
-    if env_file.is_file():
+    if files:
         from dotenv import dotenv_values  # pydantic-settings' own reader; only when there is one
 
-        found.update({k.lower(): v for k, v in dotenv_values(env_file).items() if v is not None})
-    found.update({k.lower(): v for k, v in (os.environ if environ is None else environ).items()})
+        for path in files:
+            found.update({k.lower(): v for k, v in dotenv_values(path).items() if v is not None})
+    found.update({k.lower(): v for k, v in env.items()})
     d = FeedSettings()
 
     def get(name: str, default: Any) -> Any:

@@ -139,7 +139,8 @@ def worker_host_problem(settings: Settings) -> str | None:
 def worker_host_check(settings: Settings) -> HostCheck:
     """Run when a worker starts, so a host that would fail every job it takes refuses to start
     instead: the `colab` CLI (its version), the account (`colab usage`, and `colab whoami`
-    against COLABQ_ACCOUNT), the state dir, the Hub token file, the git credentials file."""
+    against COLABQ_ACCOUNT), the state dir, the Hub token file, the git credentials file, and
+    with the emulator, that the job's user can reach its VMs."""
     problem, driver = _host_problem(settings)
     if problem is not None or driver is None:
         return HostCheck(problem)
@@ -158,6 +159,7 @@ def worker_host_check(settings: Settings) -> HostCheck:
 
 
 def _host_problem(settings: Settings) -> tuple[str | None, ColabCli | None]:
+    from worker.colab.emulator import vm_reach_problem
     from worker.deps import driver_at
     from worker.errors import ColabqError
 
@@ -183,6 +185,8 @@ def _host_problem(settings: Settings) -> tuple[str | None, ColabCli | None]:
             check_git_credentials(settings.git_credentials_file)
         except ColabqError as exc:
             return f"{exc.advice()} (COLABQ_GIT_CREDENTIALS_FILE)", None
+    if problem := vm_reach_problem(settings.colab_bin, timeout_s=settings.colab_call_timeout_s):
+        return problem, None  # the emulator's VMs out of the job's user's reach
     driver = driver_at(settings, state / "readiness" / "colab-sessions.json")
     try:
         check_cli_version(driver, settings.colab_version)

@@ -10,7 +10,7 @@ import json
 import os
 import threading
 
-from worker import gpuidle, timelimit
+from worker import exitwhy, gpuidle, timelimit
 from worker.colab import rates
 from worker.colab.release import ReleaseOutcome, release_session
 from worker.errors import ColabqError
@@ -86,7 +86,8 @@ class Finishing(JobRun):
         if not v.ok:
             raise Finish(S.FAILED, f"job exited {self.exit_code} but artifacts are {v.summary()}")
         if self.exit_code != 0:
-            raise Finish(S.FAILED, f"job exited {self.exit_code}")
+            w = self.d.ledger.read_watch(self.job_id)
+            raise Finish(S.FAILED, exitwhy.exit_reason(self.exit_code, w))
         raise Finish(S.SUCCEEDED, "exit 0, artifacts verified, session released")
 
     def _recover(self, rec: JobRecord) -> None:

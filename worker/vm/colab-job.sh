@@ -28,7 +28,8 @@
 # any, is moved out of /content at once and deleted once the fetch is over; only git reads it.
 # The GPU idle watch (--gpu-idle, colabq_gpuidle.py): the GPUs below P % (5) for S seconds while the
 # job runs stop it as `timeout` would; the wrapper then syncs as for any end and says GPU_IDLE.
-# Prints sentinels __COLABQ_<nonce>_<WHAT>__=<value> that the runner parses.
+# Prints sentinels __COLABQ_<nonce>_<WHAT>__=<value> that the runner parses; a job that exits 126
+# or 127 gets EXIT_WHY, what its shell said it could not run (worker/exitwhy.py words it).
 set -u
 # Colab presets that break uv projects and plotting in a batch job.
 unset UV_SYSTEM_PYTHON PYTHONPATH MPLBACKEND
@@ -94,6 +95,8 @@ fi
 # Each segment of a restarted job keeps its own log beside the earlier ones.
 if [ "$SEGMENT" = "0" ]; then JOB_LOG="$LOGS/job.log"; else JOB_LOG="$LOGS/job.s$SEGMENT.log"; fi
 sentinel() { echo "__COLABQ_${NONCE}_$1__=$2"; }
+# A shell's or a launcher's line saying what it could not run (exit 126 or 127).
+CANNOT_RUN=': (command not found|not found|Permission denied|No such file or directory|Is a directory|cannot execute.*)$'
 
 # The heartbeat: {"at": epoch, "phase": P, "pid": wrapper pid, "console_bytes": N}, rewritten
 # atomically every HEARTBEAT_S while the wrapper lives (the loop stops with it); "done" (or
@@ -261,6 +264,7 @@ phase running
 [ -n "$CODE_UV" ] && set -- "$CODE_UV" run --no-sync "$@"
 sentinel STARTED "$(date +%s.%N)"
 JOB_T0=$SECONDS
+JOB_LOG_AT=$(stat -c %s "$JOB_LOG")  # the job's own output starts here
 GPU_PID=""
 rm -f "$RUN/gpu_idle" "$RUN/job.pid"
 if [ -n "$GPU_IDLE_S" ]; then
@@ -305,6 +309,12 @@ echo "$rc" > "$LOGS/exit_code"
 sentinel FINISHED "$FINISHED_AT"
 [ -n "$TIMED_OUT" ] && sentinel TIME_LIMIT "$TTL"
 [ -n "$GPU_IDLE" ] && sentinel GPU_IDLE "$GPU_IDLE"
+if [ "$rc" = 126 ] || [ "$rc" = 127 ]; then
+  # Found but not runnable, or not found: the shell's (or timeout's, setpriv's) own words for
+  # what, from the job's output (worker/exitwhy.py words it), and as which user.
+  SAID="$(tail -c +"$((JOB_LOG_AT + 1))" "$JOB_LOG" | grep -aE "$CANNOT_RUN" | tail -n 1 | cut -c 1-400)"
+  sentinel EXIT_WHY "${JOB_USER}"$'\t'"${SAID}"
+fi
 sentinel EXIT "$rc"
 
 if sync_all; then
