@@ -1,16 +1,17 @@
 """`colabq doctor`: is this machine set up to submit and run jobs? One row per check, each with
 PASS, WARN or FAIL, what was found and what to do.
 
-Owns the checks and their table: the `colab` CLI (found, exactly the version the worker drives),
-its login (`colab usage` answers: the balance), Redis (ping, URL redacted; with Sentinel, how
-many sentinels answer for the master, where, and whether they reach a quorum), the Hub token file
+Owns the checks and their table: the `colab` CLI (found, a release the worker drives), its
+login (`colab usage` answers: the balance), Redis (ping, URL redacted; with Sentinel, how many
+sentinels answer for the master, where, and whether they reach a quorum), the Hub token file
 (Settings.hf_token_file: a non-empty 0600 file; its content is never printed) and the Hub with
 that token (whoami at Settings.hf_endpoint), and a live worker per GPU type. The checks are the
 worker's own where it has one (`worker.session.checks`, the driver, `worker.records.fleet`).
 
 Every check is bounded in time: its calls get the timeout, and a check still running after it
 (plus a little) is reported FAIL and left behind in a daemon thread, so doctor never hangs. The
-three independent chains (colab, Redis, Hub) run at once. Exit 0 without a FAIL row, else 1.
+three independent chains (colab, Redis, Hub) run at once. Exit 0 without a FAIL row, else 1;
+2 when the CLI is a release colabq does not drive (`colabq worker` refuses to start on it too).
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ class Row:
     status: Status
     detail: str
     todo: str = ""  # what to do; empty for a PASS
+    refuses: bool = False  # a FAIL `colabq worker` refuses to start on: doctor exits 2
 
     def to_json(self) -> dict[str, str]:
         return {"check": self.check, "status": self.status.value, "detail": self.detail,
@@ -77,23 +79,21 @@ def bounded(check: str, fn: Callable[[], list[Row]], timeout_s: float, todo: str
 
 
 def colab_rows(settings: Settings, config: Path, timeout_s: float) -> list[Row]:
-    """The CLI (found, its version), then its login (`colab usage`), if the CLI runs."""
+    """The CLI (found, its release), then its login (`colab usage`), if the CLI runs."""
     from worker.colab.driver import ColabCli
+    from worker.colab.versions import install_command
 
     path = shutil.which(settings.colab_bin)
     if path is None:
-        todo = (
-            f"install it (`uv tool install google-colab-cli=={settings.colab_version}`) or set "
-            "COLABQ_COLAB_BIN to its path"
-        )
+        todo = f"install it (`{install_command()}`) or set COLABQ_COLAB_BIN to its path"
         detail = f"{settings.colab_bin!r}: not found or not executable"
         missing = Row("colab CLI", Status.FAIL, detail, todo)
         return [missing, Row("colab login", Status.WARN, "not checked: no colab CLI",
                              "fix the colab CLI first")]  # fmt: skip
-    driver = ColabCli(path, config, timeout_s=timeout_s)
+    driver = ColabCli(path, config, timeout_s=timeout_s, assign=settings.assign_policy())
     version = bounded(
         "colab CLI", lambda: [version_row(driver, settings)], timeout_s + _GRACE_S,
-        f"`{path} version` hangs: reinstall google-colab-cli=={settings.colab_version}",
+        f"`{path} version` hangs: reinstall it, `{install_command()}`",
     )  # fmt: skip
     login = bounded(
         "colab login", lambda: [login_row(driver, settings)], timeout_s + _GRACE_S,
@@ -103,16 +103,21 @@ def colab_rows(settings: Settings, config: Path, timeout_s: float) -> list[Row]:
 
 
 def version_row(driver: ColabCli, settings: Settings) -> Row:
-    from worker.errors import ColabError
-    from worker.session.checks import check_cli_version
+    from worker.errors import ColabError, ColabVersionMismatch
+    from worker.session.checks import check_cli_release
 
-    check, expected = "colab CLI", settings.colab_version
+    check = "colab CLI"
     try:
-        check_cli_version(driver, expected)
+        cli = check_cli_release(driver, settings)
+    except ColabVersionMismatch as exc:
+        detail, todo = exc.advice().split("; ", 1)
+        return Row(check, Status.FAIL, f"{driver.binary}: {detail}", todo, refuses=True)
     except ColabError as exc:
-        todo = f"install exactly this one: `uv tool install google-colab-cli=={expected}`"
-        return Row(check, Status.FAIL, f"{driver.binary}: {exc}", todo)
-    return Row(check, Status.PASS, f"{driver.binary}: version {expected}")
+        return Row(check, Status.FAIL, f"{driver.binary}: {exc.advice()}",
+                   "run `colab version` by hand to see why")  # fmt: skip
+    if warning := cli.warning():
+        return Row(check, Status.WARN, f"{driver.binary}: {cli.describe()}", warning)
+    return Row(check, Status.PASS, f"{driver.binary}: {cli.describe()}")
 
 
 def login_row(driver: ColabCli, settings: Settings) -> Row:
@@ -370,6 +375,9 @@ def doctor_table(rows: list[Row]) -> RenderableType:
 
 
 def verdict(rows: list[Row]) -> str:
+    refused = next((r for r in rows if r.refuses), None)
+    if refused is not None:
+        return f"Refused: {refused.detail}; {refused.todo}"
     failed = sum(r.status is Status.FAIL for r in rows)
     warned = sum(r.status is Status.WARN for r in rows)
     if failed:

@@ -1,12 +1,12 @@
 """`colabq doctor` against the Colab emulator (`ops/colab`), the local Hub server and the real
 Redis: every check PASSes on a ready host, and each broken part is one FAIL row (never a
-traceback, never the token), with exit 1; WARN rows alone exit 0; a hung call is cut short.
+traceback, never the token), with exit 1 (2 for a `colab` release colabq does not drive); WARN
+rows alone exit 0; a hung call is cut short.
 """
 
 from __future__ import annotations
 
 import json
-import stat
 import sys
 import time
 from collections.abc import Iterator
@@ -120,7 +120,9 @@ def test_a_ready_host_passes_every_check(
     assert code == exitcodes.OK
     assert list(rows) == CLI_CHECKS + GPU_CHECKS + HUB_CHECKS
     assert set(statuses(rows).values()) == {"PASS"}, rows
-    assert "version 0.7.4" in rows["colab CLI"]["detail"]
+    assert rows["colab CLI"]["detail"] == (
+        f"{EMULATOR}: colab CLI 0.7.5 (supported: 0.7.4 and 0.7.5)"
+    )
     assert "balance 100.00 compute units" in rows["colab login"]["detail"]
     assert "the token of alice (write)" in rows["hub"]["detail"]
     for name, gpu in zip(workers, Gpu, strict=True):
@@ -148,28 +150,41 @@ def test_a_missing_colab_cli_fails(env: dict[str, str | None], tmp_path: Path) -
     assert code == exitcodes.FAILED
     assert rows["colab CLI"]["status"] == "FAIL"
     assert "not found" in rows["colab CLI"]["detail"]
-    assert "google-colab-cli==0.7.4" in rows["colab CLI"]["what_to_do"]
+    assert "uv tool install google-colab-cli==0.7.5" in rows["colab CLI"]["what_to_do"]
     assert rows["colab login"]["status"] == "WARN"
     assert rows["redis"]["status"] == "PASS"
 
 
-def test_another_colab_version_fails(env: dict[str, str | None], tmp_path: Path) -> None:
-    # The emulator speaks 0.7.4 only: this stand-in answers `version` as a newer release would
-    # and hands every other command to the emulator.
-    other = tmp_path / "colab-0.7.5"
-    other.write_text(
-        "#!/usr/bin/env bash\n"
-        'for a in "$@"; do [ "$a" = version ] && { echo "Version: 0.7.5"; exit 0; }; done\n'
-        f'exec "{EMULATOR}" "$@"\n'
-    )
-    other.chmod(other.stat().st_mode | stat.S_IXUSR)
-    env["COLABQ_COLAB_BIN"] = str(other)
+@pytest.mark.parametrize("version", ["0.7.3", "0.8.0"])
+def test_a_release_colabq_does_not_drive_is_refused_exit_2(
+    env: dict[str, str | None], version: str
+) -> None:
+    env["COLAB_EMU_VERSION"] = version  # what the emulator's `colab version` prints
     code, rows, _ = doctor(env)
-    assert code == exitcodes.FAILED
-    assert rows["colab CLI"]["status"] == "FAIL"
-    assert "0.7.5" in rows["colab CLI"]["detail"]
-    assert "0.7.4" in rows["colab CLI"]["what_to_do"]
+    assert code == exitcodes.BAD_INPUT == 2
+    row = rows["colab CLI"]
+    assert row["status"] == "FAIL"
+    assert row["detail"] == (
+        f"{EMULATOR}: colab CLI {version} is not supported: colabq drives 0.7.4 and 0.7.5"
+    )
+    assert row["what_to_do"] == (
+        "install the newest with `uv tool install google-colab-cli==0.7.5` (or set "
+        f"COLABQ_COLAB_UNLISTED_VERSION={version} to try this one at your own risk)"
+    )
     assert rows["colab login"]["status"] == "PASS"  # the account itself is fine
+    table = runner.invoke(app, ["doctor"], env=env)
+    assert table.exit_code == 2
+    [verdict] = [ln for ln in table.stdout.splitlines() if ln.startswith("Refused:")]
+    assert f"colab CLI {version} is not supported" in verdict
+
+
+def test_an_unlisted_release_an_operator_accepts_warns(env: dict[str, str | None]) -> None:
+    env["COLAB_EMU_VERSION"] = env["COLABQ_COLAB_UNLISTED_VERSION"] = "0.8.0"
+    code, rows, _ = doctor(env)
+    assert code == exitcodes.OK
+    assert rows["colab CLI"]["status"] == "WARN"
+    assert rows["colab CLI"]["detail"].endswith("colab CLI 0.8.0 (UNLISTED)")
+    assert "at the operator's risk" in rows["colab CLI"]["what_to_do"]
 
 
 def test_a_colab_cli_not_logged_in_fails(env: dict[str, str | None], emu_home: Path) -> None:

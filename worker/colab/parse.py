@@ -1,6 +1,7 @@
-"""Pure parsers for the text the `colab` CLI 0.7.4 prints, and the typed values they produce.
+"""Pure parsers for the text the `colab` CLI prints, and the typed values they produce.
 
-Owns the exact line formats of `colab-cli-0.7.4.md` and `classify_failure`, which turns a failed
+Owns the exact line formats of `colab-cli-0.7.4.md` (0.7.5 prints the same; it adds one line to
+its colab.log, `find_retries`) and `classify_failure`, which turns a failed
 call into the matching `ColabError`. Running the CLI is `worker.colab.driver`'s job; nothing
 here does I/O. A line that matches no documented format raises `ColabUnrecognisedOutput`: a
 wrong guess about a billable VM costs more than a failed call. Nothing here depends on the
@@ -106,6 +107,12 @@ _DOWNLOADED = re.compile(r"\[colab\] Downloaded '.*' to '.*'")
 _NO_SERVER_SESSIONS = "[colab] No active sessions found on server."
 _TRACEBACK = "Traceback (most recent call last)"
 _EXCEPTION_LINE = re.compile(r"[A-Za-z_][\w.]*(?::.*)?")
+# 0.7.5's `Client.assign` (logger colab_cli.client, WARNING) in the CLI's logging format,
+# `%(asctime)s - %(name)s - %(levelname)s - %(message)s`: colab.log only, never stdout/stderr.
+_RETRY_LINE = re.compile(
+    r"(?P<at>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),\d{3} - colab_cli\.client - WARNING - "
+    r"(?P<message>Assignment request failed; retrying in \d+s)"
+)
 _USAGE_WARNING = re.compile(r"\[colab\] Warning: failed to fetch compute-unit info: (?P<cause>.*)")
 
 # Substrings of stderr that mean "the CLI has no usable credentials" (spec §4), on any exit code:
@@ -178,6 +185,13 @@ def parse_whoami(stdout: str, *, call: CliCall | None = None) -> str:
     if len(found) != 1 or not lines[0].startswith("Auth provider: "):
         raise _unrecognised("whoami", stdout, call)
     return found[0]["email"].lower()
+
+
+def find_retries(log_text: str) -> list[str]:
+    """The assignment retries in a piece of the CLI's colab.log, each as `<message> (at <time>)`.
+    Only that line's exact shape: the rest of the log holds tokens and is never passed on."""
+    found = (_RETRY_LINE.fullmatch(line.rstrip("\r")) for line in log_text.splitlines())
+    return [f"{m['message']} (at {m['at']})" for m in found if m is not None]
 
 
 def parse_new(stdout: str, name: str, *, call: CliCall | None = None) -> None:

@@ -13,6 +13,7 @@ import redis
 
 from worker.accounts.balances import record_usage
 from worker.colab.parse import Usage
+from worker.colab.versions import CliRelease
 from worker.errors import (
     BudgetExceeded,
     ColabError,
@@ -38,6 +39,8 @@ class Starting(JobRun):
     # The job's tracker run, once asked for (`_tracker_ref`).
     _tracker: TrackerRef | None = None
     _tracker_asked = False
+    # The CLI release the checks found (`_check_before_allocation`).
+    _cli: CliRelease | None = None
 
     def _allocate(self, rec: JobRecord) -> None:
         d = self.d
@@ -65,11 +68,16 @@ class Starting(JobRun):
         except (ColabqError, OSError) as exc:
             why = exc.advice() if isinstance(exc, ColabqError) else str(exc)
             raise PutBack(Cause.HOST, f"the watchdog did not start: {why}") from None
-        self.log(f"checks passed (colab {d.settings.colab_version}, balance {balance:.2f} units)")
+        assert self._cli is not None
+        self.log(f"checks passed ({self._cli.describe()}, balance {balance:.2f} units)")
+        if warning := self._cli.warning():
+            self.log(f"WARNING: {warning}")
         self.log("watchdog alive")
         self._tracker_ref(rec)  # before `colab new`: a slow tracker costs no GPU time
         d.fence()
-        d.ledger.set_fields(self.job_id, owner=self.owner, session=self.name)
+        # The CLI's version on the record: the report says it, whoever ends the job.
+        d.ledger.set_fields(self.job_id, owner=self.owner, session=self.name,
+                            colab_cli=self._cli.version)  # fmt: skip
         self._phase(Phase.ALLOCATING)
         gpu = self._new_session()
         self._to(S.STARTING, f"session {self.name} ({gpu}) at {self.endpoint}", gpu=gpu)
@@ -86,7 +94,7 @@ class Starting(JobRun):
         for gpu in served:
             self.log(f"allocating {gpu}{' high-mem' if spec.high_mem else ''} as {self.name}")
             try:
-                d.driver.new(self.name, gpu.value, spec.high_mem)
+                d.driver.new(self.name, gpu.value, spec.high_mem, on_retry=self._log_retry)
             except CAPACITY_ERRORS as exc:
                 if self._record_endpoint():
                     raise Finish(S.FAILED_NO_GPU, f"no GPU: {exc}") from None
@@ -102,6 +110,9 @@ class Starting(JobRun):
             self.gpu = gpu.value
             return gpu.value
         raise PutBack(Cause.CAPACITY, "/".join(refused), gpus_tried=tuple(refused))
+
+    def _log_retry(self, line: str) -> None:
+        self.log(f"colab new retried its assignment (the CLI's colab.log): {line}")
 
     def _check_before_allocation(self) -> float:
         # Invariant 1: nothing is allocated before these pass, the watchdog included. A check
@@ -122,7 +133,7 @@ class Starting(JobRun):
                 self.log(f"resume checkpoint {spec.resume_from}: {size} bytes")
             if spec.code is not None:
                 self.log(self._check_code(spec.code))
-            checks.check_cli_version(d.driver, d.settings.colab_version)
+            self._cli = checks.check_cli_release(d.driver, d.settings)
             account = d.settings.account
             return checks.check_budget(
                 d.driver, spec.budget_units, d.settings.budget_floor_for(account),
