@@ -1,7 +1,7 @@
 """A worker that would fail every job it takes refuses to start, in one line that says what to
 do: no `colab` CLI, a `colab` release colabq does not drive, an unwritable state dir, a token file
-others can read. One that starts says which release it drives, and warns in one line about an
-unlisted release an operator accepted."""
+others can read. One that starts says which release it drives, and warns in one line each about
+an unlisted release an operator accepted or a login `colab whoami` cannot name."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from tests.colab_standin import WHOAMI_NO_EMAIL, colab_with
 
 pytestmark = pytest.mark.integration
 EMULATOR = Path(__file__).resolve().parents[2] / "ops" / "colab"
@@ -103,3 +105,30 @@ def test_an_unlisted_release_runs_at_the_operators_risk_with_a_warning(
         "0.7.5): it runs at the operator's risk (COLABQ_COLAB_UNLISTED_VERSION=0.8.0)"
     )
     assert len(lines) == 2
+
+
+def test_a_login_whoami_cannot_name_runs_as_the_account_setting_with_a_warning(
+    tmp_path: Path, redis_url: str
+) -> None:
+    colab = str(colab_with(tmp_path, "whoami", WHOAMI_NO_EMAIL))
+    lines = started(tmp_path, redis_url, COLABQ_COLAB_BIN=colab, COLABQ_ACCOUNT="ops@example.com")
+    assert lines[1] == (
+        "colabq worker: WARNING: `colab whoami` cannot name this host's Colab login (it prints "
+        "no email (a login without the userinfo.email scope, as ADC can be)); running as "
+        "COLABQ_ACCOUNT=ops@example.com, which colabq cannot check"
+    )
+    assert len(lines) == 2
+
+
+def test_state_dir_not_writable(tmp_path: Path, redis_url: str) -> None:
+    line = refusal(start(tmp_path, redis_url, COLABQ_STATE_DIR="/proc/colabq-state"))
+    assert "/proc/colabq-state" in line and "COLABQ_STATE_DIR" in line
+
+
+def test_token_file_readable_by_others(tmp_path: Path, redis_url: str) -> None:
+    token = tmp_path / "hf_token"
+    token.write_text("hf_canary_not_a_real_token")
+    token.chmod(0o644)
+    res = start(tmp_path, redis_url, COLABQ_HF_TOKEN_FILE=str(token))
+    line = refusal(res)
+    assert "chmod 600" in line and "hf_canary" not in res.stdout + res.stderr

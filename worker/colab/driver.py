@@ -295,8 +295,9 @@ class ColabCli:
         call = self._checked(["usage"])
         return parse_usage(call.stdout, call=call)
 
-    def whoami(self) -> str:
-        """The email of the Google account the CLI is logged in as (hidden `colab whoami`)."""
+    def whoami(self) -> str | None:
+        """The email of the Google account the CLI is logged in as (hidden `colab whoami`), or
+        None when the login's token carries no email."""
         call = self._checked(["whoami"])
         return parse_whoami(call.stdout, call=call)
 

@@ -102,6 +102,7 @@ _VERSION = re.compile(r"Version: (?P<version>\S+)")
 # `whoami` (hidden): `Email:` padded to the other labels' column; tokeninfo without the email
 # scope prints `<unavailable: token has no userinfo.email scope>` there.
 _WHOAMI_EMAIL = re.compile(r"Email: +(?P<email>\S+@\S+)")
+_WHOAMI_NO_EMAIL = re.compile(r"Email: +<unavailable: token has no userinfo\.email scope>")
 _UPLOADED = re.compile(r"\[colab\] Uploaded '.*' to '.*'")
 _DOWNLOADED = re.compile(r"\[colab\] Downloaded '.*' to '.*'")
 _NO_SERVER_SESSIONS = "[colab] No active sessions found on server."
@@ -178,13 +179,15 @@ def parse_usage(stdout: str, *, call: CliCall | None = None) -> Usage:
     return Usage(float(balance["value"]), float(rate["value"]), int(count["value"]))
 
 
-def parse_whoami(stdout: str, *, call: CliCall | None = None) -> str:
-    """The login's email (lower case: Google's addresses are not case-sensitive)."""
+def parse_whoami(stdout: str, *, call: CliCall | None = None) -> str | None:
+    """The login's email (lower case: Google's addresses are not case-sensitive), or None when
+    tokeninfo gave none (a token without the userinfo.email scope, as ADC can be)."""
     lines = output_lines(stdout)
-    found = [m for line in lines if (m := _WHOAMI_EMAIL.fullmatch(line))]
-    if len(found) != 1 or not lines[0].startswith("Auth provider: "):
+    emails = [m for line in lines if (m := _WHOAMI_EMAIL.fullmatch(line))]
+    blank = [line for line in lines if _WHOAMI_NO_EMAIL.fullmatch(line)]
+    if len(emails) + len(blank) != 1 or not lines[0].startswith("Auth provider: "):
         raise _unrecognised("whoami", stdout, call)
-    return found[0]["email"].lower()
+    return emails[0]["email"].lower() if emails else None
 
 
 def find_retries(log_text: str) -> list[str]:

@@ -131,7 +131,8 @@ class HostCheck:
     problem: str | None  # why this host cannot serve jobs (one line), or None
     account: str | None = None  # its Colab account (`colab whoami`), once the CLI answered
     cli: CliRelease | None = None  # the CLI's release, once `colab version` answered
-    # What the worker says as it starts, each in one line (an unlisted CLI release).
+    # What the worker says as it starts, each in one line: an unlisted CLI release, an account
+    # `colab whoami` could not name.
     warnings: tuple[str, ...] = ()
 
 
@@ -144,25 +145,20 @@ def worker_host_problem(settings: Settings) -> str | None:
 def worker_host_check(settings: Settings) -> HostCheck:
     """Run when a worker starts, so a host that would fail every job it takes refuses to start
     instead: the `colab` CLI (its release), the account (`colab usage`, and `colab whoami`
-    against COLABQ_ACCOUNT), the state dir, the Hub token file, the git credentials file."""
+    against COLABQ_ACCOUNT: a whoami that cannot name the login leaves COLABQ_ACCOUNT standing,
+    with a warning), the state dir, the Hub token file, the git credentials file."""
     problem, driver, cli = _host_problem(settings)
     if problem is not None or driver is None or cli is None:
         return HostCheck(problem)
-    from worker.accounts.login import AccountMismatch, host_account
+    from worker.accounts.login import find_login
     from worker.errors import ColabqError
 
     try:
-        account = host_account(settings, driver)
-    except AccountMismatch as exc:
-        return HostCheck(exc.advice(), cli=cli)
+        login = find_login(settings, driver)
     except ColabqError as exc:
-        return HostCheck(
-            f"`colab whoami` cannot name this host's Colab account ({exc.advice()}); a worker "
-            "records the account of every job it runs and needs it",
-            cli=cli,
-        )
-    warning = cli.warning()
-    return HostCheck(None, account, cli, (warning,) if warning else ())
+        return HostCheck(exc.advice(), cli=cli)
+    warnings = tuple(w for w in (cli.warning(), login.warning) if w)
+    return HostCheck(None, login.account, cli, warnings)
 
 
 def _host_problem(settings: Settings) -> tuple[str | None, ColabCli | None, CliRelease | None]:
