@@ -1,8 +1,12 @@
 """Jobs through a real worker on the emulator as 0.7.5 (its default release), where 0.7.5's
-assignment retries are part of the driver's contract: two 502s on the assignment POST, the CLI
-retries, one VM is assigned, the job SUCCEEDS, and the retries (which 0.7.5 logs only in its
-colab.log) are in `colabq logs`. And an unlisted release an operator accepted: the job runs, its
-report warns.
+assignment retries are part of the driver's contract:
+
+- two 502s on the assignment POST: the CLI retries, one VM is assigned, the job SUCCEEDS, and
+  the retries (which 0.7.5 logs only in its colab.log) are in `colabq logs`;
+- a `colab new` that outlives colabq's timeout (the emulator stalls it) is reconciled by name:
+  stalled after it wrote its record, its VM is adopted; stalled before the server assigned,
+  nothing is left and the job is allocated once more, later. Either way: one assignment for the
+  job, none left running, no `[?]`.
 
 colabq's timeout on `new` is the CLI's worst case under the variables it sets, plus a margin:
 here 1 s per request, 2 retries, 0.1 s of backoff (7 x 1 + 0.3 s) and 4 s: 11.3 s.
@@ -79,6 +83,26 @@ def test_two_502s_on_the_assignment_one_vm_and_the_retries_in_the_log(fleet: Fle
     assert all("Assignment request failed; retrying in 0s (at " in ln for ln in retried)
     report = json.loads(fleet.ledger.get(job_id).get("report") or "{}")
     assert report["colab_cli"] == "0.7.5" and report["notes"] == []
+
+
+def test_a_new_stalled_after_its_record_is_killed_and_its_vm_adopted(fleet: Fleet) -> None:
+    fault(fleet, "new", hang=True, stall_at="state", times=1)
+    job_id = submit(fleet, "mnist-mlp-bs64-lr1e-3-adopted")
+    assert fleet.wait_terminal(job_id, 120) is JobState.SUCCEEDED, fleet.ledger.get(job_id).reason
+    one_vm_and_none_left(fleet, job_id)
+    text = "\n".join(ln.text for ln in fleet.ledger.read_log(job_id, count=1000))
+    assert "ran past 11.3 s; killed" in text and "going on with it" in text, text
+
+
+def test_a_new_stalled_before_the_server_assigned_leaves_nothing(fleet: Fleet) -> None:
+    fault(fleet, "new", delay_s=60, times=1)
+    started = time.monotonic()
+    job_id = submit(fleet, "mnist-mlp-bs64-lr1e-3-again")
+    assert fleet.wait_terminal(job_id, 150) is JobState.SUCCEEDED, fleet.ledger.get(job_id).reason
+    assert time.monotonic() - started > 11, "the first `new` was killed at colabq's timeout"
+    one_vm_and_none_left(fleet, job_id)
+    reasons = [h.reason for h in fleet.ledger.history(job_id)]
+    assert any("colab new failed" in r and "ran past 11.3 s" in r for r in reasons), reasons
 
 
 def test_an_unlisted_release_runs_with_a_warning_in_the_report(fleet: Fleet) -> None:

@@ -1,7 +1,7 @@
 """`ColabCli` driving the offline emulator (`ops/colab`) through a whole session and its faults.
 
 `setup` speaks the emulator's default release (0.7.5); the tests where the releases differ (the
-version, the banner and the assignment's retries) take
+version, the banner, the assignment's retries and a `new` killed by colabq's timeout) take
 `release` and run once per release colabq drives.
 """
 
@@ -26,10 +26,12 @@ from worker.errors import (
     AllocationRefused,
     ColabError,
     ColabNotAuthenticated,
+    ColabTimeout,
     ColabTransportError,
     RemotePathNotFound,
     SessionNameInUse,
 )
+from worker.session.reconcile import Found, reconcile_new
 
 OPS = Path(__file__).resolve().parents[2] / "ops"
 if str(OPS) not in sys.path:
@@ -254,3 +256,40 @@ def test_the_assignment_retries_reach_the_caller_and_assign_once(
     ] * 2
     [listed] = setup.driver.sessions()
     assert listed.name == "cq-retry"
+
+
+def hasty(setup: Setup) -> ColabCli:
+    """A driver whose timeout on `new` is short: one POST of at most 1 s, no retry (the CLI's
+    own variables), and 3 s more; its release checked, so that the 0.7.5 worst case holds."""
+    driver = ColabCli(setup.driver.binary, setup.driver.config_path, env=setup.env,
+                      assign=AssignPolicy(1.0, 0, 0.0), new_margin_s=3.0)  # fmt: skip
+    assert check_cli(driver).version == "0.7.5" and driver.new_timeout_s() == 6.0
+    return driver
+
+
+def test_a_new_killed_after_its_record_is_adopted_by_name(setup: Setup) -> None:
+    """colabq's timeout fires (a CLI stalled after writing its record): the name's VM is found
+    live and adopted; one assignment. (0.7.5, which reads the variables that make the worst case
+    short; 0.7.4's is 3 x 120 s whatever colabq sets.)"""
+    setup.fault("new", hang=True, stall_at="state", times=1)
+    driver = hasty(setup)
+    with pytest.raises(ColabTimeout):
+        driver.new("cq-slow", "T4", high_mem=False)
+    found = reconcile_new(driver, "cq-slow", None, print)
+    [listed] = driver.sessions()
+    assert (found.found, found.endpoint) == (Found.ADOPTED, listed.endpoint)
+    assert listed.name == "cq-slow"
+
+
+def test_a_new_killed_before_assigning_left_nothing_by_name(setup: Setup) -> None:
+    """Killed while it waited on the backend: nothing under the name; an unrelated unnamed
+    assignment is reported, never adopted."""
+    orphan = setup.admin("orphan", "--gpu", "T4").strip()
+    setup.fault("new", delay_s=60, times=1)
+    driver = hasty(setup)
+    with pytest.raises(ColabTimeout):
+        driver.new("cq-slow", "T4", high_mem=False)
+    found = reconcile_new(driver, "cq-slow", None, print)
+    assert found.found is Found.NOTHING and found.endpoint is None
+    assert found.unnamed == (f"{orphan} (T4)",)
+    assert [s.endpoint for s in driver.sessions()] == [orphan]

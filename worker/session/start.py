@@ -1,7 +1,7 @@
 """The steps before the job runs: ALLOCATING (checks, the watchdog, `colab new`, the endpoint
-recorded at once) and STARTING (one bundle upload, the launch cell that starts the wrapper
-detached, once). An adopter resumes them: it waits for a `colab new` a dead owner left running,
-and never launches the job twice."""
+recorded at once; a `new` that failed or was killed reconciled by name, `reconcile`) and STARTING
+(one bundle upload, the launch cell that starts the wrapper detached, once). An adopter resumes
+them: it waits for a `colab new` a dead owner left running, and never launches the job twice."""
 
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ from worker.session import checks, codecheck, hubtoken, procs
 from worker.session import plan as vmplan
 from worker.session.job import FRESH, Finish, JobRun, session_name
 from worker.session.launch import launch_job, lost_while_launching
+from worker.session.reconcile import Found, reconcile_new
 from worker.session.watchpolicy import Phase
 from worker.spec import CodeSpec
 from worker.states import JobState as S
@@ -102,9 +103,7 @@ class Starting(JobRun):
                 self.log(f"{gpu} refused: {exc}")
                 continue
             except ColabError as exc:
-                if self._record_endpoint():
-                    raise Finish(S.FAILED, f"allocation failed: {exc.advice()}") from None
-                raise PutBack(Cause.HOST, f"colab new failed: {exc.advice()}") from None
+                self._reconcile_new(exc)
             if not self._record_endpoint():
                 raise Finish(S.FAILED, "colab new said READY but recorded no endpoint")
             self.gpu = gpu.value
@@ -113,6 +112,30 @@ class Starting(JobRun):
 
     def _log_retry(self, line: str) -> None:
         self.log(f"colab new retried its assignment (the CLI's colab.log): {line}")
+
+    def _reconcile_new(self, exc: ColabError) -> None:
+        """A `colab new` that failed or was killed (`exc`): go on with the VM it assigned to
+        this name, if any (returns); else release what may be assigned and give the job back,
+        never a second `new` for it here (raises)."""
+        assert self.name is not None
+        why = exc.advice()
+        found = reconcile_new(self.d.driver, self.name, self.files.endpoint(self.name), self.log)
+        if found.found is Found.ADOPTED:
+            self.log(f"colab new failed ({why}) after assigning {found.endpoint} to {self.name}: "
+                     "going on with it")  # fmt: skip
+            return
+        if found.found is Found.UNKNOWN and found.endpoint is not None:
+            self.files.record_endpoint(self.name, found.endpoint)
+            self._record_endpoint()
+            raise Finish(S.QUEUED, f"colab new failed: {why}; what it assigned is released",
+                         "host")  # fmt: skip
+        if found.unnamed:
+            self.log(
+                f"`colab sessions` lists {len(found.unnamed)} assignment(s) no CLI record names: "
+                f"{', '.join(found.unnamed)}; colabq cannot tell whether the failed `colab new` "
+                "made one of them, so it never stops them (the janitor reports them)"
+            )
+        raise PutBack(Cause.HOST, f"colab new failed: {why}") from None
 
     def _check_before_allocation(self) -> float:
         # Invariant 1: nothing is allocated before these pass, the watchdog included. A check
