@@ -1,12 +1,13 @@
 """`colabq doctor`: is this machine set up to submit and run jobs? One row per check, each with
 PASS, WARN or FAIL, what was found and what to do.
 
-Owns the checks and their table: the `colab` CLI (found, a release the worker drives), its
-login (`colab usage` answers: the balance), Redis (ping, URL redacted; with Sentinel, how many
-sentinels answer for the master, where, and whether they reach a quorum), the Hub token file
-(Settings.hf_token_file: a non-empty 0600 file; its content is never printed) and the Hub with
-that token (whoami at Settings.hf_endpoint), and a live worker per GPU type. The checks are the
-worker's own where it has one (`worker.session.checks`, the driver, `worker.records.fleet`).
+Owns the checks and their table: the `colab` CLI (found, a release the worker drives, its `exec`
+path importing: `worker.colab.install`), its login (`colab usage` answers: the balance), Redis
+(ping, URL redacted; with Sentinel, how many sentinels answer for the master, where, and whether
+they reach a quorum), the Hub token file (Settings.hf_token_file: a non-empty 0600 file; its
+content is never printed) and the Hub with that token (whoami at Settings.hf_endpoint), and a
+live worker per GPU type. The checks are the worker's own where it has one
+(`worker.session.checks`, the driver, `worker.records.fleet`).
 
 Every check is bounded in time: its calls get the timeout, and a check still running after it
 (plus a little) is reported FAIL and left behind in a daemon thread, so doctor never hangs. The
@@ -79,7 +80,7 @@ def bounded(check: str, fn: Callable[[], list[Row]], timeout_s: float, todo: str
 
 
 def colab_rows(settings: Settings, config: Path, timeout_s: float) -> list[Row]:
-    """The CLI (found, its release), then its login (`colab usage`), if the CLI runs."""
+    """The CLI (found, its release), its `exec` path, then its login (`colab usage`)."""
     from worker.colab.driver import ColabCli
     from worker.colab.versions import install_command
 
@@ -95,11 +96,15 @@ def colab_rows(settings: Settings, config: Path, timeout_s: float) -> list[Row]:
         "colab CLI", lambda: [version_row(driver, settings)], timeout_s + _GRACE_S,
         f"`{path} version` hangs: reinstall it, `{install_command()}`",
     )  # fmt: skip
+    exec_path = bounded(
+        "colab exec path", lambda: [exec_row(driver, timeout_s)], 2 * timeout_s + _GRACE_S,
+        f"importing the CLI's modules hangs: reinstall it, `{install_command()}`",
+    )  # fmt: skip
     login = bounded(
         "colab login", lambda: [login_row(driver, settings)], timeout_s + _GRACE_S,
         "`colab usage` hangs: check this host's network, then run it by hand",
     )  # fmt: skip
-    return version + login
+    return version + exec_path + login
 
 
 def version_row(driver: ColabCli, settings: Settings) -> Row:
@@ -118,6 +123,16 @@ def version_row(driver: ColabCli, settings: Settings) -> Row:
     if warning := cli.warning():
         return Row(check, Status.WARN, f"{driver.binary}: {cli.describe()}", warning)
     return Row(check, Status.PASS, f"{driver.binary}: {cli.describe()}")
+
+
+def exec_row(driver: ColabCli, timeout_s: float) -> Row:
+    """`colab exec`'s imports, in the CLI's own interpreter (`worker.colab.install`)."""
+    from worker.colab.install import Verdict, check_exec_path
+
+    found = check_exec_path(Path(driver.binary), driver.exec_env(), 2 * timeout_s)
+    status = {Verdict.BROKEN: Status.FAIL, Verdict.UNKNOWN: Status.WARN}.get(found.verdict)
+    todo = found.repair or "run `colab exec` on a session by hand once"
+    return Row("colab exec path", status or Status.PASS, found.detail, todo if status else "")
 
 
 def login_row(driver: ColabCli, settings: Settings) -> Row:
@@ -348,8 +363,8 @@ def diagnose(settings: Settings, timeout_s: float = DEFAULT_TIMEOUT_S) -> list[R
 
         def run(i: int) -> None:
             check, fn, todo = chains[i]
-            # Each chain is two bounded steps at most.
-            results[i] = bounded(check, fn, 2 * (timeout_s + _GRACE_S) + 1, todo)
+            # The longest chain (colab's) is three bounded steps, one of them twice as long.
+            results[i] = bounded(check, fn, 4 * (timeout_s + _GRACE_S) + 1, todo)
 
         threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(3)]
         for t in threads:
