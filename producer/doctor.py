@@ -1,17 +1,19 @@
 """`colabq doctor`: is this machine set up to submit and run jobs? One row per check, each with
 PASS, WARN or FAIL, what was found and what to do.
 
-Owns the checks and their table: the `colab` CLI (found, exactly the version the worker drives),
-its login (`colab usage` answers: the balance), Redis (ping, URL redacted; with Sentinel, how
-many sentinels answer for the master, where, and whether they reach a quorum), the Hub token file
-(Settings.hf_token_file: a non-empty 0600 file; its content is never printed) and the Hub with
-that token (whoami at Settings.hf_endpoint), a live worker per GPU type, and the settings files
-read (with a WARN for a `.env` holding a password in a git repository). The checks are the
-worker's own where it has one (`worker.session.checks`, the driver, `worker.records.fleet`).
+Owns the checks and their table: the `colab` CLI (found, a release the worker drives, its `exec`
+path importing: `worker.colab.install`), its login (`colab usage` answers: the balance), Redis
+(ping, URL redacted; with Sentinel, how many sentinels answer for the master, where, and whether
+they reach a quorum), the Hub token file (Settings.hf_token_file: a non-empty 0600 file; its
+content is never printed) and the Hub with that token (whoami at Settings.hf_endpoint), a live
+worker per GPU type, and the settings files read (with a WARN for a `.env` holding a password in
+a git repository). The checks are the worker's own where it has one (`worker.session.checks`,
+the driver, `worker.records.fleet`).
 
 Every check is bounded in time: its calls get the timeout, and a check still running after it
 (plus a little) is reported FAIL and left behind in a daemon thread, so doctor never hangs. The
-three independent chains (colab, Redis, Hub) run at once. Exit 0 without a FAIL row, else 1.
+three independent chains (colab, Redis, Hub) run at once. Exit 0 without a FAIL row, else 1;
+2 when the CLI is a release colabq does not drive (`colabq worker` refuses to start on it too).
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ class Row:
     status: Status
     detail: str
     todo: str = ""  # what to do; empty for a PASS
+    refuses: bool = False  # a FAIL `colabq worker` refuses to start on: doctor exits 2
 
     def to_json(self) -> dict[str, str]:
         return {"check": self.check, "status": self.status.value, "detail": self.detail,
@@ -79,42 +82,59 @@ def bounded(check: str, fn: Callable[[], list[Row]], timeout_s: float, todo: str
 
 
 def colab_rows(settings: Settings, config: Path, timeout_s: float) -> list[Row]:
-    """The CLI (found, its version), then its login (`colab usage`), if the CLI runs."""
+    """The CLI (found, its release), its `exec` path, then its login (`colab usage`)."""
     from worker.colab.driver import ColabCli
+    from worker.colab.versions import install_command
 
     path = shutil.which(settings.colab_bin)
     if path is None:
-        todo = (
-            f"install it (`uv tool install google-colab-cli=={settings.colab_version}`) or set "
-            "COLABQ_COLAB_BIN to its path"
-        )
+        todo = f"install it (`{install_command()}`) or set COLABQ_COLAB_BIN to its path"
         detail = f"{settings.colab_bin!r}: not found or not executable"
         missing = Row("colab CLI", Status.FAIL, detail, todo)
         return [missing, Row("colab login", Status.WARN, "not checked: no colab CLI",
                              "fix the colab CLI first")]  # fmt: skip
-    driver = ColabCli(path, config, timeout_s=timeout_s)
+    driver = ColabCli(path, config, timeout_s=timeout_s, assign=settings.assign_policy())
     version = bounded(
         "colab CLI", lambda: [version_row(driver, settings)], timeout_s + _GRACE_S,
-        f"`{path} version` hangs: reinstall google-colab-cli=={settings.colab_version}",
+        f"`{path} version` hangs: reinstall it, `{install_command()}`",
+    )  # fmt: skip
+    exec_path = bounded(
+        "colab exec path", lambda: [exec_row(driver, timeout_s)], 2 * timeout_s + _GRACE_S,
+        f"importing the CLI's modules hangs: reinstall it, `{install_command()}`",
     )  # fmt: skip
     login = bounded(
         "colab login", lambda: [login_row(driver, settings)], timeout_s + _GRACE_S,
         "`colab usage` hangs: check this host's network, then run it by hand",
     )  # fmt: skip
-    return version + login
+    return version + exec_path + login
 
 
 def version_row(driver: ColabCli, settings: Settings) -> Row:
-    from worker.errors import ColabError
-    from worker.session.checks import check_cli_version
+    from worker.errors import ColabError, ColabVersionMismatch
+    from worker.session.checks import check_cli_release
 
-    check, expected = "colab CLI", settings.colab_version
+    check = "colab CLI"
     try:
-        check_cli_version(driver, expected)
+        cli = check_cli_release(driver, settings)
+    except ColabVersionMismatch as exc:
+        detail, todo = exc.advice().split("; ", 1)
+        return Row(check, Status.FAIL, f"{driver.binary}: {detail}", todo, refuses=True)
     except ColabError as exc:
-        todo = f"install exactly this one: `uv tool install google-colab-cli=={expected}`"
-        return Row(check, Status.FAIL, f"{driver.binary}: {exc}", todo)
-    return Row(check, Status.PASS, f"{driver.binary}: version {expected}")
+        return Row(check, Status.FAIL, f"{driver.binary}: {exc.advice()}",
+                   "run `colab version` by hand to see why")  # fmt: skip
+    if warning := cli.warning():
+        return Row(check, Status.WARN, f"{driver.binary}: {cli.describe()}", warning)
+    return Row(check, Status.PASS, f"{driver.binary}: {cli.describe()}")
+
+
+def exec_row(driver: ColabCli, timeout_s: float) -> Row:
+    """`colab exec`'s imports, in the CLI's own interpreter (`worker.colab.install`)."""
+    from worker.colab.install import Verdict, check_exec_path
+
+    found = check_exec_path(Path(driver.binary), driver.exec_env(), 2 * timeout_s)
+    status = {Verdict.BROKEN: Status.FAIL, Verdict.UNKNOWN: Status.WARN}.get(found.verdict)
+    todo = found.repair or "run `colab exec` on a session by hand once"
+    return Row("colab exec path", status or Status.PASS, found.detail, todo if status else "")
 
 
 def login_row(driver: ColabCli, settings: Settings) -> Row:
@@ -362,8 +382,8 @@ def diagnose(settings: Settings, timeout_s: float = DEFAULT_TIMEOUT_S) -> list[R
 
         def run(i: int) -> None:
             check, fn, todo = chains[i]
-            # Each chain is two bounded steps at most.
-            results[i] = bounded(check, fn, 2 * (timeout_s + _GRACE_S) + 1, todo)
+            # The longest chain (colab's) is three bounded steps, one of them twice as long.
+            results[i] = bounded(check, fn, 4 * (timeout_s + _GRACE_S) + 1, todo)
 
         threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(3)]
         for t in threads:
@@ -390,6 +410,9 @@ def doctor_table(rows: list[Row]) -> RenderableType:
 
 
 def verdict(rows: list[Row]) -> str:
+    refused = next((r for r in rows if r.refuses), None)
+    if refused is not None:
+        return f"Refused: {refused.detail}; {refused.todo}"
     failed = sum(r.status is Status.FAIL for r in rows)
     warned = sum(r.status is Status.WARN for r in rows)
     if failed:

@@ -269,6 +269,7 @@ def final_report(report: dict[str, Any]) -> Table:
         "outcome",
         "reason",
         "commit",
+        "colab_cli",
         "exit_code",
         "limits",
         "artifacts",

@@ -62,6 +62,8 @@ def driver_at(settings: Settings, config: Path) -> ColabCli:
         config,
         timeout_s=settings.colab_call_timeout_s,
         upload_timeout_s=settings.colab_upload_timeout_s,
+        assign=settings.assign_policy(),
+        new_margin_s=settings.colab_new_margin_s,
     )
 
 

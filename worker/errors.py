@@ -164,7 +164,8 @@ class ColabUnrecognisedOutput(ColabError):
 
 
 class ColabVersionMismatch(ColabError):
-    hint = "colabq drives exactly colab 0.7.4: `uv tool install google-colab-cli==0.7.4`."
+    """`colab version` is not a release colabq drives; the message names the supported ones
+    and the install command of the newest (`worker.colab.versions.check_release`)."""
 
 
 class ColabNotAuthenticated(ColabError):

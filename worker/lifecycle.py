@@ -21,8 +21,9 @@ from worker.tasknames import ADOPT, RUN_JOB
 
 @worker_init.connect  # type: ignore[untyped-decorator]
 def _refuse_unless_ready(sender: Any, **_: Any) -> None:
-    """A host that would fail every job it takes (no `colab`, a wrong version, no account, an
-    unwritable state dir, a bad token file) refuses to start, in one line."""
+    """A host that would fail every job it takes (no `colab`, a release colabq does not drive,
+    no account, an unwritable state dir, a bad token file) refuses to start, in one line; one
+    that starts says which `colab` release it drives, and each warning, one line each."""
     from worker.session.checks import worker_host_check
 
     settings = load_settings()
@@ -30,6 +31,10 @@ def _refuse_unless_ready(sender: Any, **_: Any) -> None:
     if check.problem is not None:
         print(f"colabq worker: not starting: {check.problem}", file=sys.stderr, flush=True)
         os._exit(2)  # before Celery consumes anything; no traceback for a known problem
+    if check.cli is not None:
+        print(f"colabq worker: drives {check.cli.describe()}", file=sys.stderr, flush=True)
+    for warning in check.warnings:
+        print(f"colabq worker: WARNING: {warning}", file=sys.stderr, flush=True)
     if settings.account is None and check.account is not None:
         # The account checked now is the one this worker records on every job it runs: its
         # pool processes fork from here and read it as their setting (one whoami per worker,

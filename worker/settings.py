@@ -23,7 +23,7 @@ import re
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 from urllib.parse import urlsplit
 
 from pydantic import Field, ValidationInfo, field_validator
@@ -32,6 +32,9 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from worker.errors import ConfigError
 from worker.settingsfiles import settings_files
 from worker.utils import key_name_problem, redis_master_name_problem, redis_url_problem
+
+if TYPE_CHECKING:
+    from worker.colab.versions import AssignPolicy
 
 ENV_PREFIX = "COLABQ_"
 ALL_GPUS = ("T4", "L4", "G4", "A100", "H100")  # worker.spec.Gpu's, kept equal by a test
@@ -104,7 +107,18 @@ class Settings(BaseSettings):
     # sharing one Redis database from taking each other's jobs.
     queue_prefix: str = ""
     colab_bin: str = "colab"
-    colab_version: str = "0.7.4"
+    # A `colab` release colabq does not list (`worker.colab.versions`), exactly as `colab version`
+    # prints it, that an operator runs at their own risk: driven as the newest supported one,
+    # with a warning at worker start, in doctor and in every job's report.
+    colab_unlisted_version: str | None = None
+    # What colabq sets for the CLI (COLAB_CLI_REQUEST_TIMEOUT, COLAB_CLI_ASSIGN_RETRIES,
+    # COLAB_CLI_RETRY_BACKOFF: read by 0.7.5): every backend request's timeout and the
+    # assignment's retries. colabq's own timeout on `colab new` is the worst case these allow,
+    # plus `colab_new_margin_s`, so it kills a `new` only when the CLI hangs.
+    colab_request_timeout_s: float = Field(default=120.0, gt=0)
+    colab_assign_retries: int = Field(default=3, ge=0, le=8)
+    colab_retry_backoff_s: float = Field(default=10.0, ge=0)
+    colab_new_margin_s: float = Field(default=30.0, ge=0)
     # Worker-local state: the CLI's per-slot sessions.json, job work dirs, recovered results.
     # Proven a writable folder by `ensure_state_dir()` where a command first writes it.
     state_dir: Path = Field(default_factory=_default_state_dir)
@@ -226,6 +240,17 @@ class Settings(BaseSettings):
             raise ValueError(problem)  # (an invalid redis_url is reported as itself)
         return v
 
+    @field_validator("colab_unlisted_version")
+    @classmethod
+    def _unlisted_version(cls, v: str | None) -> str | None:
+        from worker.colab.versions import version_problem
+
+        if not v or not v.strip():
+            return None  # empty: unset
+        if problem := version_problem(v.strip()):
+            raise ValueError(problem)
+        return v.strip()
+
     @field_validator("account")
     @classmethod
     def _account(cls, v: str | None) -> str | None:
@@ -317,6 +342,14 @@ class Settings(BaseSettings):
             except QuietWindowError as exc:
                 raise ValueError(str(exc)) from None
         return windows
+
+    def assign_policy(self) -> AssignPolicy:
+        """What the driver sets for the CLI's assignment (`worker.colab.versions`)."""
+        from worker.colab.versions import AssignPolicy
+
+        return AssignPolicy(
+            self.colab_request_timeout_s, self.colab_assign_retries, self.colab_retry_backoff_s
+        )
 
     def budget_floor_for(self, account: str | None) -> float:
         """The balance at or below which `account`'s worker allocates nothing."""

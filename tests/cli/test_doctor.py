@@ -1,12 +1,14 @@
 """`colabq doctor` against the Colab emulator (`ops/colab`), the local Hub server and the real
 Redis: every check PASSes on a ready host, and each broken part is one FAIL row (never a
-traceback, never the token), with exit 1; WARN rows alone exit 0; a hung call is cut short.
+traceback, never the token), with exit 1 (2 for a `colab` release colabq does not drive); WARN
+rows alone exit 0; a hung call is cut short. The `exec` path of a real google-colab-cli install
+is checked on a stand-in install (a venv holding a `colab_cli` and a `jupyter_kernel_client`):
+the doctor's code path is the one a real install goes through.
 """
 
 from __future__ import annotations
 
 import json
-import stat
 import subprocess
 import sys
 import time
@@ -40,7 +42,7 @@ from colab_emulator import admin  # noqa: E402
 from colab_emulator.faults import set_fault  # noqa: E402
 
 runner = CliRunner()
-CLI_CHECKS = ["colab CLI", "colab login", "redis"]
+CLI_CHECKS = ["colab CLI", "colab exec path", "colab login", "redis"]
 GPU_CHECKS = [f"worker for {g.value}" for g in Gpu]
 HUB_CHECKS = ["hub token file", "hub"]
 
@@ -123,7 +125,11 @@ def test_a_ready_host_passes_every_check(
     assert code == exitcodes.OK
     assert list(rows) == ["settings", *CLI_CHECKS, *GPU_CHECKS, *HUB_CHECKS]
     assert set(statuses(rows).values()) == {"PASS"}, rows
-    assert "version 0.7.4" in rows["colab CLI"]["detail"]
+    assert rows["colab CLI"]["detail"] == (
+        f"{EMULATOR}: colab CLI 0.7.5 (supported: 0.7.4 and 0.7.5)"
+    )
+    # The emulator is no google-colab-cli: doctor says what it checked, without failing.
+    assert "which has no colab_cli package" in rows["colab exec path"]["detail"]
     assert "balance 100.00 compute units" in rows["colab login"]["detail"]
     assert "the token of alice (write)" in rows["hub"]["detail"]
     for name, gpu in zip(workers, Gpu, strict=True):
@@ -151,28 +157,123 @@ def test_a_missing_colab_cli_fails(env: dict[str, str | None], tmp_path: Path) -
     assert code == exitcodes.FAILED
     assert rows["colab CLI"]["status"] == "FAIL"
     assert "not found" in rows["colab CLI"]["detail"]
-    assert "google-colab-cli==0.7.4" in rows["colab CLI"]["what_to_do"]
+    assert "uv tool install google-colab-cli==0.7.5" in rows["colab CLI"]["what_to_do"]
     assert rows["colab login"]["status"] == "WARN"
     assert rows["redis"]["status"] == "PASS"
 
 
-def test_another_colab_version_fails(env: dict[str, str | None], tmp_path: Path) -> None:
-    # The emulator speaks 0.7.4 only: this stand-in answers `version` as a newer release would
-    # and hands every other command to the emulator.
-    other = tmp_path / "colab-0.7.5"
-    other.write_text(
-        "#!/usr/bin/env bash\n"
-        'for a in "$@"; do [ "$a" = version ] && { echo "Version: 0.7.5"; exit 0; }; done\n'
-        f'exec "{EMULATOR}" "$@"\n'
+@pytest.mark.parametrize("version", ["0.7.3", "0.8.0"])
+def test_a_release_colabq_does_not_drive_is_refused_exit_2(
+    env: dict[str, str | None], version: str
+) -> None:
+    env["COLAB_EMU_VERSION"] = version  # what the emulator's `colab version` prints
+    code, rows, _ = doctor(env)
+    assert code == exitcodes.BAD_INPUT == 2
+    row = rows["colab CLI"]
+    assert row["status"] == "FAIL"
+    assert row["detail"] == (
+        f"{EMULATOR}: colab CLI {version} is not supported: colabq drives 0.7.4 and 0.7.5"
     )
-    other.chmod(other.stat().st_mode | stat.S_IXUSR)
-    env["COLABQ_COLAB_BIN"] = str(other)
+    assert row["what_to_do"] == (
+        "install the newest with `uv tool install google-colab-cli==0.7.5` (or set "
+        f"COLABQ_COLAB_UNLISTED_VERSION={version} to try this one at your own risk)"
+    )
+    assert rows["colab login"]["status"] == "PASS"  # the account itself is fine
+    table = runner.invoke(app, ["doctor"], env=env)
+    assert table.exit_code == 2
+    [verdict] = [ln for ln in table.stdout.splitlines() if ln.startswith("Refused:")]
+    assert f"colab CLI {version} is not supported" in verdict
+
+
+def test_an_unlisted_release_an_operator_accepts_warns(env: dict[str, str | None]) -> None:
+    env["COLAB_EMU_VERSION"] = env["COLABQ_COLAB_UNLISTED_VERSION"] = "0.8.0"
+    code, rows, _ = doctor(env)
+    assert code == exitcodes.OK
+    assert rows["colab CLI"]["status"] == "WARN"
+    assert rows["colab CLI"]["detail"].endswith("colab CLI 0.8.0 (UNLISTED)")
+    assert "at the operator's risk" in rows["colab CLI"]["what_to_do"]
+
+
+# A google-colab-cli install as uv or pip makes one: a venv whose `bin/colab` runs
+# `colab_cli.cli:main` on the venv's Python. This `colab_cli` hands every command to the
+# emulator; its `runtime` imports jupyter_kernel_client at load, as the real one does.
+CLI_MAIN = """import os, sys
+def main():
+    os.execv(sys.executable, [sys.executable, {emulator!r}, *sys.argv[1:]])
+"""
+LAUNCHER = """#!{python}
+import sys
+from colab_cli.cli import main
+if __name__ == "__main__":
+    sys.exit(main())
+"""
+PINS = (
+    "Metadata-Version: 2.1\nName: google-colab-cli\nVersion: 0.7.5\n"
+    "Requires-Dist: jupyter-kernel-client==0.9.0\nRequires-Dist: typer>=0.24.1\n"
+)
+
+
+def stand_in_install(root: Path, kernel_client: str, version: str) -> Path:
+    """The venv's `colab`, with `kernel_client` as jupyter_kernel_client/__init__.py."""
+    venv = root / "colab-venv"
+    if not venv.exists():
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    [site] = venv.glob("lib/python*/site-packages")
+    (site / "colab_cli").mkdir(exist_ok=True)
+    (site / "colab_cli" / "__init__.py").write_text("")
+    (site / "colab_cli" / "cli.py").write_text(CLI_MAIN.format(emulator=str(EMULATOR)))
+    (site / "colab_cli" / "runtime.py").write_text("import jupyter_kernel_client\n")
+    (site / "google_colab_cli-0.7.5.dist-info").mkdir(exist_ok=True)
+    (site / "google_colab_cli-0.7.5.dist-info" / "METADATA").write_text(PINS)
+    (site / "jupyter_kernel_client").mkdir(exist_ok=True)
+    (site / "jupyter_kernel_client" / "__init__.py").write_text(kernel_client)
+    for old in site.glob("jupyter_kernel_client-*.dist-info"):
+        (old / "METADATA").unlink()
+        old.rmdir()
+    dist = site / f"jupyter_kernel_client-{version}.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: jupyter_kernel_client\nVersion: {version}\n"
+    )
+    launcher = venv / "bin" / "colab"
+    launcher.write_text(LAUNCHER.format(python=venv / "bin" / "python"))
+    launcher.chmod(0o755)
+    return launcher
+
+
+def test_a_cli_whose_exec_would_crash_on_its_dependency_is_named_with_the_repair(
+    env: dict[str, str | None], tmp_path: Path
+) -> None:
+    # jupyter-kernel-client 0.8.0 has KernelClient but no JupyterSubprotocol, which the CLI's
+    # runtime takes when it connects: version and usage answer, every `colab exec` crashes.
+    env["COLABQ_COLAB_BIN"] = str(stand_in_install(tmp_path, "class KernelClient: ...\n", "0.8.0"))
     code, rows, _ = doctor(env)
     assert code == exitcodes.FAILED
-    assert rows["colab CLI"]["status"] == "FAIL"
-    assert "0.7.5" in rows["colab CLI"]["detail"]
-    assert "0.7.4" in rows["colab CLI"]["what_to_do"]
-    assert rows["colab login"]["status"] == "PASS"  # the account itself is fine
+    assert (rows["colab CLI"]["status"], rows["colab login"]["status"]) == ("PASS", "PASS")
+    row = rows["colab exec path"]
+    assert row["status"] == "FAIL"
+    assert (
+        "every `colab exec` would crash: jupyter-kernel-client 0.8.0 has no "
+        "JupyterSubprotocol (the CLI pins jupyter-kernel-client==0.9.0)" in row["detail"]
+    )
+    assert row["what_to_do"] == (
+        "reinstall it with the dependencies it pins: "
+        "`uv tool install --reinstall google-colab-cli==0.7.5`"
+    )
+    # The pinned release's names (0.9.0: KernelClient and JupyterSubprotocol.DEFAULT): PASS.
+    fixed = "class KernelClient: ...\nclass JupyterSubprotocol:\n    DEFAULT = 'default'\n"
+    stand_in_install(tmp_path, fixed, "0.9.0")
+    code, rows, _ = doctor(env)
+    assert rows["colab exec path"]["status"] == "PASS", rows["colab exec path"]
+    assert "imports resolve (jupyter-kernel-client 0.9.0)" in rows["colab exec path"]["detail"]
+    # A dependency missing altogether is named as such.
+    stand_in_install(tmp_path, "import websocket_client_missing\n", "0.9.0")
+    code, rows, _ = doctor(env)
+    assert rows["colab exec path"]["status"] == "FAIL"
+    assert (
+        "its dependency websocket_client_missing is missing or broken"
+        in rows["colab exec path"]["detail"]
+    )
 
 
 def test_a_colab_cli_not_logged_in_fails(env: dict[str, str | None], emu_home: Path) -> None:

@@ -159,13 +159,13 @@ def test_each_container_writes_only_its_own_copy_of_the_colab_cli_folder(
 def test_the_image_runs_colabq_on_the_python_the_tests_run_on() -> None:
     import sys
 
-    from worker.settings import Settings
+    from worker.colab.versions import NEWEST
 
     text = (ROOT / "Dockerfile").read_text()
     [base] = [ln.split()[1] for ln in text.splitlines() if ln.startswith("FROM ")]
     assert base == f"python:{sys.version_info.major}.{sys.version_info.minor}-slim", base
-    # The `colab` CLI, pinned to the version colabq speaks, on an interpreter of its own.
-    assert f"uv tool install --python 3.12 google-colab-cli=={Settings().colab_version}" in text
+    # The `colab` CLI, pinned to the newest release colabq drives, on an interpreter of its own.
+    assert f"uv tool install --python 3.12 google-colab-cli=={NEWEST.version}" in text
 
 
 def test_the_monitoring_profile_is_pinned_provisioned_and_holds_no_secret(compose: dict) -> None:

@@ -46,7 +46,9 @@ class FakeColab:
         self.calls.append("usage")
         return Usage(self.balance, 0.0, 0)
 
-    def new(self, name: str, gpu: str, high_mem: bool) -> None:
+    def new(
+        self, name: str, gpu: str, high_mem: bool, *, on_retry: Callable[[str], None] | None = None
+    ) -> None:
         self.calls.append("new")
         raise AssertionError("colab new must not be called in these tests")
 
@@ -134,7 +136,7 @@ def _unreachable(root: Path) -> CodeSpec:
 CASES = [
     Case("script fails bash -n", S.FAILED, spec={"script": "if then fi (\n"}),
     # The host's own checks put the job back untouched (and drain the worker): not its fault.
-    Case("colab is not 0.7.4", S.QUEUED, colab={"version_text": "0.7.5"}),
+    Case("colab is a release colabq does not drive", S.QUEUED, colab={"version_text": "0.8.0"}),
     Case(
         "balance below budget",
         S.FAILED_BUDGET,
@@ -260,7 +262,7 @@ def test_all_checks_pass_then_the_watchdog_starts_before_allocation(tmp_path: Pa
 
     original_new = colab.new
 
-    def new(name: str, gpu: str, high_mem: bool) -> None:
+    def new(name: str, gpu: str, high_mem: bool, **kwargs: object) -> None:
         order.append("new")
         original_new(name, gpu, high_mem)
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from worker import exitwhy, gpuidle, timelimit
-from worker.colab import rates
+from worker.colab import rates, versions
 from worker.errors import ColabqError
 from worker.records.ledger import Ledger
 from worker.records.record import JobRecord
@@ -132,10 +132,12 @@ def settle_job(
         runtime = "released (verified gone by its watchdog)"
         if not vm_seen:
             runtime = f"not looked at: left to the janitor of {rec.get('account')}"
+        cli = versions.recorded_version(rec.get("colab_cli"))
         report = {
             "job_id": job_id,
             "run_name": rec.spec.run_name,
             "commit": rec.spec.commit,
+            "colab_cli": cli,
             "outcome": s.state.value,
             "reason": s.reason,
             "exit_code": s.exit_code,
@@ -147,6 +149,7 @@ def settle_job(
             "remaining_endpoint": None if vm_seen else rec.get("endpoint"),
             **rates.costs(rec.spec.gpu.value, rec.created_at, rec.fields, ledger.clock.time()),
             "next_action": "none" if s.state is JobState.SUCCEEDED else "read the log; resubmit",
+            "notes": versions.report_notes(cli),
         }
         fields = {"outcome": s.state.value, "report": json.dumps(report)}
         if s.exit_code is not None:

@@ -54,6 +54,9 @@ RUNTIME_FIELDS = frozenset(
         # The Colab account of the worker that claimed it (`worker.accounts`): only a host of
         # that account acts on the job's VM.
         "account",
+        # The `colab` CLI version its allocation was checked against (`worker.colab.versions`),
+        # for the final report.
+        "colab_cli",
     }
 )
 

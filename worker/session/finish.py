@@ -11,7 +11,7 @@ import os
 import threading
 
 from worker import exitwhy, gpuidle, timelimit
-from worker.colab import rates
+from worker.colab import rates, versions
 from worker.colab.release import ReleaseOutcome, release_session
 from worker.errors import ColabqError
 from worker.fleet.causes import Cause, PutBack
@@ -250,10 +250,12 @@ class Finishing(JobRun):
             next_action = "none (cancelled)"
         else:
             next_action = f"read `colabq logs {spec.job_id}`, fix, and resubmit"
+        cli = versions.recorded_version(self.d.ledger.get(self.job_id).get("colab_cli"))
         return {
             "job_id": spec.job_id,
             "run_name": spec.run_name,
             "commit": spec.commit,
+            "colab_cli": cli,
             "outcome": state.value,
             "reason": reason,
             "exit_code": self.exit_code,
@@ -268,7 +270,7 @@ class Finishing(JobRun):
             "remaining_endpoint": remaining,
             **self._costs(),
             **self._code(),
-            "notes": self.notes,
+            "notes": [*self.notes, *versions.report_notes(cli)],
             "next_action": next_action,
         }
 
