@@ -7,7 +7,6 @@ import base64
 import os
 import shutil
 import subprocess
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -15,6 +14,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import ClassVar
 from urllib.parse import urlsplit
+
+from tests.httpsfiles import serving
 
 _IDENTITY = ["-c", "user.name=colabq-test", "-c", "user.email=test@colabq.invalid"]
 
@@ -123,13 +124,10 @@ def git_http_server(root: Path, user: str, password: str) -> Iterator[GitHttpSer
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
     conf = GitHttpServer(root, user, password, port=httpd.server_address[1])
     _Handler.server_of[conf.port] = conf
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
     try:
-        yield conf
+        with serving(httpd):
+            yield conf
     finally:
-        httpd.shutdown()
-        httpd.server_close()
         _Handler.server_of.pop(conf.port, None)
 
 

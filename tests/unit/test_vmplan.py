@@ -54,7 +54,9 @@ def test_the_bundle_holds_the_token_once_as_a_file_and_the_cells_never_name_it(
         assert TOKEN not in text
     assert argv[argv.index("--resume") + 1] == "hf://a/b/ckpt"
     assert argv[argv.index("--hf-endpoint") + 1] == "http://127.0.0.1:1"
-    assert argv[-1] == "hf://a/d"  # inputs reach the job script as its own arguments
+    # The VM downloads each input; the job script still gets them as `--hub-input NAME=URI`.
+    assert argv[argv.index("--input") + 1] == "DATA=hf://a/d"
+    assert argv[-2:] == ["--hub-input", "DATA=hf://a/d"]
     compile(launch, "launch.py", "exec")
     compile(attach, "attach.py", "exec")
     assert "OFFSET = 123" in attach
@@ -151,11 +153,13 @@ def test_an_ssh_remote_goes_over_https_where_the_host_holds_a_credential_for_its
     assert argv[argv.index("--code-remote") + 1] == "git@github.com:o/r.git"
     assert argv[argv.index("--git-ssh-key-file") + 1] == "{content}/" + vmplan.GIT_SSH_KEY
     assert "--git-credentials-file" not in argv
-    members = vmplan.bundle_members(tmp_path / "job.sh", None, vmplan.git_route_for(spec, keyed))
+    members = vmplan.bundle_members(
+        tmp_path / "job.sh", None, vmplan.git_route_for(spec, keyed), inputs=True
+    )
     names = [name for _, name in members]
-    assert names[-2:] == [vmplan.GIT_SSH_KEY, vmplan.KNOWN_HOSTS]
+    assert names[-3:] == [vmplan.INPUTS, vmplan.GIT_SSH_KEY, vmplan.KNOWN_HOSTS]
     assert dict((n, p) for p, n in members)[vmplan.GIT_SSH_KEY] == key
-    assert all(p.is_file() for p, n in members if n == vmplan.KNOWN_HOSTS)
+    assert all(p.is_file() for p, n in members if n in (vmplan.INPUTS, vmplan.KNOWN_HOSTS))
     for text in (" ".join(argv), vmplan.launch_source(spec, keyed, "n1")):
         assert "secret-key-text" not in text and GIT_SECRET not in text
 

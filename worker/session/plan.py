@@ -28,6 +28,7 @@ CODE = "colabq_code.py"  # the code stage: the repository at its commit, its uv 
 ENVCHECK = "colabq_envcheck.py"  # the known breakages of that environment, and their repairs
 JOBUSER = "colabq_jobuser.sh"  # the job's unprivileged user on the VM (sourced by the wrapper)
 GPUIDLE = "colabq_gpuidle.py"  # the GPU idle watch (a job with gpu_idle_s only)
+INPUTS = "colabq_inputs.py"  # the job's declared inputs, downloaded before it starts
 KNOWN_HOSTS = "colabq_known_hosts"  # the common forges' ssh host keys, for a deploy-key fetch
 # The name of the token's one copy on the VM (not a secret itself): the wrapper reads it into
 # its memory and deletes it at once; only its uploader and downloader processes get the token,
@@ -51,15 +52,18 @@ def remote_heartbeat(job_id: str) -> str:
 
 
 def bundle_members(
-    script: Path, token_file: Path | None, git: GitRoute | None = None
+    script: Path, token_file: Path | None, git: GitRoute | None = None, *, inputs: bool = False
 ) -> list[tuple[Path, str]]:
     """(local file, name on the VM) of everything the job needs there. Data never travels this
-    way: inputs are staged on the Hub and declared, the code is fetched or staged. The token
-    (the job's, `worker.session.hubtoken`) goes once, for the wrapper. The git credential or
-    deploy key of the job's route (`git_route_for`) goes once, for the fetch."""
+    way: inputs are staged and declared (the VM downloads them, `inputs`: the job has some),
+    the code is fetched or staged. The token (the job's, `worker.session.hubtoken`) goes once,
+    for the wrapper. The git credential or deploy key of the job's route (`git_route_for`)
+    goes once, for the fetch."""
     members = [(VM_DIR / WRAPPER, WRAPPER), (VM_DIR / SYNC, SYNC), (script, SCRIPT)]
     members += [(VM_DIR / CODE, CODE), (VM_DIR / ENVCHECK, ENVCHECK), (VM_DIR / JOBUSER, JOBUSER)]
     members.append((VM_DIR / GPUIDLE, GPUIDLE))
+    if inputs:
+        members.append((VM_DIR / INPUTS, INPUTS))
     if token_file is not None:
         members.append((token_file, UPLOAD_TOKEN))
     if git is not None and git.credentials is not None:
@@ -149,7 +153,12 @@ def wrapper_argv(
     for p in spec.sync_paths:
         args += ["--sync", p]
     args += code_args(spec, settings)
-    job = ["bash", "{content}/" + SCRIPT, *spec.hub_inputs.values()]
+    # The VM downloads each input before the job starts (COLABQ_INPUT_<NAME>, its path); the
+    # job's script still gets them as the seed gave them, `--hub-input NAME=URI`.
+    declared = [f"{name}={uri}" for name, uri in spec.hub_inputs.items()]
+    for item in declared:
+        args += ["--input", item]
+    job = ["bash", "{content}/" + SCRIPT, *[a for d in declared for a in ("--hub-input", d)]]
     return ["bash", "{content}/" + WRAPPER, *args, "--", *job]
 
 

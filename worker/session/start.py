@@ -195,6 +195,7 @@ class Starting(JobRun):
                     self.files.root / vmplan.SCRIPT,
                     hubtoken.choose(self.spec, d.settings).path,
                     vmplan.git_route_for(self.spec, d.settings),
+                    inputs=bool(self.spec.hub_inputs),
                 ),
             )
             try:
