@@ -224,9 +224,12 @@ def enqueue_points(
 ) -> Sent:
     """Record every job in one atomic step and send the new ones (`producer.submit`) with
     `app` (by default one built for `settings`)."""
+    from producer.code.reach import check_reach, needs_reach
     from producer.submit import enqueue_many
-    from worker.records.fleet import count_serving
+    from worker.records.fleet import count_serving, live_workers
 
+    if needs_reach(specs):  # an ssh remote: can a live worker fetch it on a VM?
+        check_reach(specs, live_workers(ledger.r, ledger.keys), settings.queue_prefix)
     allow = points[0].options.allow_same_run
     app = build_app(settings) if app is None else app
     tag = sweep_tag(points, ledger)

@@ -68,6 +68,7 @@ def _publish_card(sender: Any, **_: Any) -> None:
     from worker.deps import build_redis
     from worker.records.fleet import CardKeeper, WorkerCard
     from worker.records.keys import Keys
+    from worker.session.gitroute import reach_of
 
     settings = load_settings()
     gpu_prefix = f"{settings.queue_prefix}gpu."
@@ -76,10 +77,14 @@ def _publish_card(sender: Any, **_: Any) -> None:
     if not queues:
         return  # beat's janitor worker serves no GPU queue: not a worker jobs can go to
     now = time.time()
+    # What its git credentials reach: `colabq submit` refuses an ssh remote no live worker
+    # serving the job's queue can fetch (host names and a flag, never a secret).
+    reach = reach_of(settings.git_credentials_file, settings.git_ssh_key_file)
     card = WorkerCard(
         name=sender.hostname, host=socket.gethostname(),
         gpus=tuple(q.removeprefix(gpu_prefix).upper() for q in queues), queues=queues,
         job_id=None, beat_at=now, started_at=now, account=settings.account or "",
+        git_hosts=reach.hosts, git_ssh_key=reach.ssh_key,
     )  # fmt: skip
 
     def current_job() -> str | None:

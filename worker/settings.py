@@ -135,6 +135,10 @@ class Settings(BaseSettings):
     # (`https://USER:TOKEN@HOST`, one per line), a 0600 file: the pre-allocation check fetches
     # with it and the VM gets it as a file, deleted after its fetch (never argv, log or Redis).
     git_credentials_file: Path | None = None
+    # A read-only deploy key (an unencrypted ssh private key, 0600) for `code: git` ssh remotes
+    # whose host no credential above covers: shipped to the VM like the credentials, used with
+    # it alone, deleted after the fetch (worker/session/gitroute.py).
+    git_ssh_key_file: Path | None = None
     poll_interval_s: float = Field(default=2.0, gt=0)
     # The watchdog polls this often (the original used 15 s; each poll may call `colab status`).
     watchdog_poll_s: float = Field(default=15.0, gt=0)
@@ -291,7 +295,11 @@ class Settings(BaseSettings):
         return v
 
     @field_validator(
-        "hf_token_file", "mlflow_token_file", "wandb_api_key_file", "git_credentials_file"
+        "hf_token_file",
+        "mlflow_token_file",
+        "wandb_api_key_file",
+        "git_credentials_file",
+        "git_ssh_key_file",
     )
     @classmethod
     def _secret_file(cls, v: Path | None) -> Path | None:

@@ -5,6 +5,7 @@ and fakeredis; each failing check must end the job without a single `colab new`.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +19,7 @@ from tests.gitremote import make_remote
 from worker.clock import FakeClock
 from worker.colab.driver import LocalRecord, ServerSession, SessionStatus, StopOutcome, Usage
 from worker.errors import HubNotFound, HubRepoNotPrivate
+from worker.records.fleet import WorkerCard, publish
 from worker.records.keys import Keys
 from worker.records.ledger import Ledger
 from worker.session.jobfiles import JobFiles
@@ -113,6 +115,8 @@ class Case:
     code: Callable[[Path], CodeSpec] | None = None
     git_credentials_mode: int | None = None
     reason: str = ""  # a part of the job's reason
+    # Other live workers' cards: (name, the hosts their git credentials cover, a deploy key).
+    cards: tuple[tuple[str, tuple[str, ...], bool], ...] = ()
 
 
 def _missing(uri: str) -> int:
@@ -127,6 +131,10 @@ def _unpushed(root: Path) -> CodeSpec:
 def _pushed(root: Path) -> CodeSpec:
     remote = make_remote(root)
     return CodeSpec(mode="git", commit=remote.pushed, remote=str(remote.bare))
+
+
+def _ssh(root: Path) -> CodeSpec:
+    return CodeSpec(mode="git", commit="c" * 40, remote="git@github.com:org/repo.git")
 
 
 def _unreachable(root: Path) -> CodeSpec:
@@ -178,6 +186,22 @@ CASES = [
         ),
         reason="submit again to stage it",
     ),
+    # An ssh remote this host has neither a github.com credential nor a deploy key for: another
+    # live worker of the queue that can fetch it takes it; with none, it is the job's.
+    Case(
+        "code: ssh remote no worker can fetch",
+        S.FAILED,
+        code=_ssh,
+        cards=(("w-gitlab", ("gitlab.com",), False),),
+        reason="is an ssh remote and this worker host has no way to fetch it",
+    ),
+    Case(
+        "code: ssh remote another worker can fetch",
+        S.QUEUED,
+        code=_ssh,
+        cards=(("w-gitlab", ("gitlab.com",), False), ("w-key", (), True)),
+        reason="COLABQ_GIT_SSH_KEY_FILE, or ship the code with code: snapshot (w-key can)",
+    ),
     Case(
         "code: git credentials file mode 0644",
         S.QUEUED,
@@ -199,6 +223,10 @@ def test_a_failed_check_allocates_nothing(case: Case, tmp_path: Path) -> None:
     )
     ledger.create(spec)
     assert ledger.claim(spec.job_id, "me", ttl_s=30)
+    now = time.time()
+    for name, hosts, key in case.cards:
+        card = WorkerCard(name, "h", ("T4",), ("gpu.t4",), None, now, now, "", hosts, key)
+        publish(ledger.r, ledger.keys, card, ttl_s=600)
     if case.cancel:
         ledger.request_cancel(spec.job_id, "changed my mind")
     token_file = None

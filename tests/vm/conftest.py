@@ -20,7 +20,8 @@ from tests.reachable import reachable_folder
 
 VM = Path(__file__).resolve().parents[2] / "worker" / "vm"
 BUNDLED = (
-    "colab-job.sh", "colabq_sync.py", "colabq_code.py", "colabq_envcheck.py", "colabq_jobuser.sh"
+    "colab-job.sh", "colabq_sync.py", "colabq_code.py", "colabq_envcheck.py", "colabq_jobuser.sh",
+    "colabq_inputs.py", "colabq_known_hosts",
 )  # fmt: skip
 NONCE = "N"
 
@@ -44,13 +45,16 @@ class Vm:
     store: Path
     env: dict[str, str]
 
-    def run(self, script: str, *args: str, job: str = "j1", ttl_s: int = 60) -> Run:
+    def run(
+        self, script: str, *args: str, job: str = "j1", ttl_s: int = 60,
+        job_args: Sequence[str] = (),
+    ) -> Run:  # fmt: skip
         (self.content / "colab-user-job.sh").write_text(script)
         argv = [
             "bash", str(self.content / "colab-job.sh"), "--job", job, "--nonce", NONCE,
             "--ttl", str(ttl_s), "--dest-kind", "local", "--dest-repo", str(self.store),
             "--prefix", "p", "--heartbeat-s", "1", "--sync-interval", "600", *args,
-            "--", "bash", str(self.content / "colab-user-job.sh"),
+            "--", "bash", str(self.content / "colab-user-job.sh"), *job_args,
         ]  # fmt: skip
         done = subprocess.run(
             argv, cwd=self.content, env=self.env, capture_output=True, text=True, timeout=120,

@@ -9,6 +9,7 @@ too; the cells sent to the kernel must compile; `colab version` must be a releas
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -126,6 +127,32 @@ def check_git_credentials(path: Path) -> None:
             )
 
 
+def check_ssh_key(path: Path) -> None:
+    """COLABQ_GIT_SSH_KEY_FILE: a token file (0600, regular, non-empty, small) holding one
+    unencrypted ssh private key (a fetch never prompts for a passphrase). Named, never shown."""
+    import base64
+    import binascii
+
+    from worker.errors import SecretFileError
+
+    check_token_file(path, "Deploy key file")
+    text = path.read_text(errors="replace")
+    body = text.partition("-----BEGIN OPENSSH PRIVATE KEY-----")[2].partition("-----END")[0]
+    if not body and not re.search(r"-----BEGIN (RSA |EC |DSA )?PRIVATE KEY-----", text):
+        raise SecretFileError(f"Deploy key file {path} holds no ssh private key.")
+    try:  # openssh-key-v1: the magic, then the cipher's name ("none": not encrypted)
+        blob = base64.b64decode("".join(body.split())) if body else b""
+    except (binascii.Error, ValueError):
+        blob = b"?"
+    magic = b"openssh-key-v1\x00"
+    cipher = blob[len(magic) + 4 : len(magic) + 8] if blob.startswith(magic) else b""
+    if "ENCRYPTED" in text or (body and cipher != b"none"):
+        raise SecretFileError(
+            f"Deploy key file {path} is encrypted or unreadable: give a key without a "
+            "passphrase (ssh-keygen -t ed25519 -N '')."
+        )
+
+
 @dataclass(frozen=True)
 class HostCheck:
     problem: str | None  # why this host cannot serve jobs (one line), or None
@@ -146,8 +173,8 @@ def worker_host_check(settings: Settings) -> HostCheck:
     """Run when a worker starts, so a host that would fail every job it takes refuses to start
     instead: the `colab` CLI (its release), the account (`colab usage`, and `colab whoami`
     against COLABQ_ACCOUNT: a whoami that cannot name the login leaves COLABQ_ACCOUNT standing,
-    with a warning), the state dir, the Hub token file, the git credentials file, and with the
-    emulator, that the job's user can reach its VMs."""
+    with a warning), the state dir, the Hub token file, the git credentials file and deploy key,
+    and with the emulator, that the job's user can reach its VMs."""
     problem, driver, cli = _host_problem(settings)
     if problem is not None or driver is None or cli is None:
         return HostCheck(problem)
@@ -187,6 +214,11 @@ def _host_problem(settings: Settings) -> tuple[str | None, ColabCli | None, CliR
             check_git_credentials(settings.git_credentials_file)
         except ColabqError as exc:
             return f"{exc.advice()} (COLABQ_GIT_CREDENTIALS_FILE)", None, None
+    if settings.git_ssh_key_file is not None:
+        try:
+            check_ssh_key(settings.git_ssh_key_file)
+        except ColabqError as exc:
+            return f"{exc.advice()} (COLABQ_GIT_SSH_KEY_FILE)", None, None
     if problem := vm_reach_problem(settings.colab_bin, timeout_s=settings.colab_call_timeout_s):
         return problem, None, None  # the emulator's VMs out of the job's user's reach
     driver = driver_at(settings, state / "readiness" / "colab-sessions.json")

@@ -281,6 +281,7 @@ class Finishing(JobRun):
         return {
             "code": codereport.code_report(self.spec, w),
             "environment": codereport.environment_report(self.spec, w),
+            "inputs": codereport.inputs_report(self.spec, w),
         }
 
     def _costs(self) -> dict[str, object]:

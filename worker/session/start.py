@@ -23,14 +23,16 @@ from worker.errors import (
     SessionNotFound,
 )
 from worker.fleet.causes import CAPACITY_ERRORS, Cause, GpuMismatch, PutBack, cause_of
+from worker.records.fleet import live_workers
 from worker.records.record import JobRecord
 from worker.session import checks, codecheck, hubtoken, procs
 from worker.session import plan as vmplan
+from worker.session.gitroute import NoGitRoute, fetchers
 from worker.session.job import FRESH, Finish, JobRun, session_name
 from worker.session.launch import launch_job, lost_while_launching
 from worker.session.reconcile import Found, reconcile_new
 from worker.session.watchpolicy import Phase
-from worker.spec import CodeSpec
+from worker.spec import CodeSpec, queue_for
 from worker.states import JobState as S
 from worker.tracker.clients import open_run
 from worker.tracker.runs import TrackerRef, run_env
@@ -183,14 +185,23 @@ class Starting(JobRun):
                          by=self.d.worker_name, now=self.d.clock.time())  # fmt: skip
 
     def _check_code(self, code: CodeSpec) -> str:
-        """The job's commit fetchable from its remote with this host's credential, or its
-        snapshot staged (`codecheck`)."""
+        """The job's commit fetchable from its remote with this host's credential or deploy
+        key, as the VM will fetch it, or its snapshot staged (`codecheck`). An ssh remote this
+        host cannot fetch goes to another live worker that can; with none, it is the job's."""
         d = self.d
-        return codecheck.check_code(
-            code, job_id=self.job_id, host=d.worker_name,
-            credentials=d.settings.git_credentials_file, workdir=self.files.root,
-            check_input=d.check_input,
-        )  # fmt: skip
+        try:
+            return codecheck.check_code(
+                code, job_id=self.job_id, host=d.worker_name,
+                credentials=d.settings.git_credentials_file, workdir=self.files.root,
+                check_input=d.check_input, ssh_key=d.settings.git_ssh_key_file,
+            )  # fmt: skip
+        except NoGitRoute as exc:
+            queues = [queue_for(g, d.settings.queue_prefix) for g in self.spec.gpus]
+            cards = live_workers(d.ledger.r, d.ledger.keys)
+            others = [n for n in fetchers(cards, queues, code.remote) if n != d.worker_name]
+            if others:
+                raise PutBack(Cause.HOST, f"{exc.advice()} ({others[0]} can)") from None
+            raise codecheck.CodeCheckFailed(exc.advice()) from None
 
     def _new_marker(self) -> Path:
         assert self.name is not None
@@ -217,7 +228,8 @@ class Starting(JobRun):
                 vmplan.bundle_members(
                     self.files.root / vmplan.SCRIPT,
                     hubtoken.choose(self.spec, d.settings).path,
-                    vmplan.git_credentials_for(self.spec, d.settings),
+                    vmplan.git_route_for(self.spec, d.settings),
+                    inputs=bool(self.spec.hub_inputs),
                 ),
             )
             try:

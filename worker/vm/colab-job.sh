@@ -15,7 +15,8 @@
 #          [--upload-backoff-s S] [--resume URI] [--segment N] [--heartbeat-s S]
 #          [--release-hold-s S] [--gpu-idle S [--gpu-idle-below P]] [--code-mode git|snapshot --code-commit SHA
 #          [--code-remote R | --code-snapshot URI] [--code-subdir D] [--code-uv]
-#          [--code-repair NAME]... [--git-credentials-file F]] -- CMD [ARGS]...
+#          [--code-repair NAME]... [--git-credentials-file F] [--git-ssh-key-file F]]
+#          [--input NAME=URI]... -- CMD [ARGS]...
 # The job's user (colabq_jobuser.sh): run as root (Colab), the wrapper runs the job's own
 # processes as an unprivileged user, with a HOME of its own; the job's folder is writable for it,
 # colabq's files in it (logs/, run/) stay the wrapper's.
@@ -24,8 +25,12 @@
 # gets a copy of its own (a file, HF_TOKEN_PATH, never a value) only with --job-secret hf_token.
 # The code (--code-mode): colabq_code.py puts the repository at exactly its commit in repo/ (and,
 # with --code-uv, its environment: `uv sync --frozen`, then the job under `uv run --no-sync`);
-# the job then starts in repo/<subdir>, where its sync paths are too. The git credential, if
-# any, is moved out of /content at once and deleted once the fetch is over; only git reads it.
+# the job then starts in repo/<subdir>, where its sync paths are too. The git credential or deploy
+# key, if any, is moved out of /content at once and deleted once the fetch is over; only git (and
+# its ssh) reads it.
+# The inputs (--input, colabq_inputs.py): downloaded in parallel beside the code stage, before the
+# job starts, into inputs/<NAME>, each named to the job as COLABQ_INPUT_<NAME>; one missing or
+# empty and the job does not run (exit 6).
 # The GPU idle watch (--gpu-idle, colabq_gpuidle.py): the GPUs below P % (5) for S seconds while the
 # job runs stop it as `timeout` would; the wrapper then syncs as for any end and says GPU_IDLE.
 # Prints sentinels __COLABQ_<nonce>_<WHAT>__=<value> that the runner parses; a job that exits 126
@@ -38,6 +43,7 @@ JOB="" NONCE="" TTL="" SYNC_INTERVAL=900 DEST_KIND="" DEST_REPO="" DEST_TYPE="mo
 SYNC_PATHS=() TOKEN_FILE="" JOB_SECRETS=() HF_ENDPOINT_ARG="" RESUME_URI=""
 UPLOAD_ATTEMPTS=6 UPLOAD_BACKOFF_S=4 SEGMENT=0 HEARTBEAT_S=5 RELEASE_HOLD_S=30
 GPU_IDLE_S="" GPU_IDLE_BELOW=5 CODE_MODE="" CODE_SNAPSHOT="" GIT_CREDENTIALS_FILE="" CODE_ARGS=()
+GIT_SSH_KEY_FILE="" INPUTS=() INPUTS_PID=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --job) JOB="$2"; shift 2 ;;
@@ -68,6 +74,8 @@ while [ $# -gt 0 ]; do
     --code-uv) CODE_ARGS+=(--uv); shift ;;
     --code-repair) CODE_ARGS+=(--repair "$2"); shift 2 ;;
     --git-credentials-file) GIT_CREDENTIALS_FILE="$2"; shift 2 ;;
+    --git-ssh-key-file) GIT_SSH_KEY_FILE="$2"; shift 2 ;;
+    --input) INPUTS+=("$2"); shift 2 ;;
     --) shift; break ;;
     *) echo "colab-job.sh: unknown argument $1" >&2; exit 64 ;;
   esac
@@ -130,15 +138,22 @@ if [ -n "$UPLOAD_TOKEN" ] && [[ " ${JOB_SECRETS[*]-} " == *" hf_token "* ]]; the
   job_user_owns "$MINE"
   export HF_TOKEN_PATH="$MINE/hf-token"
 fi
-if [ -n "$GIT_CREDENTIALS_FILE" ] && [ -f "$GIT_CREDENTIALS_FILE" ]; then
-  SECRETS="$ROOT/.colabq-secrets/$JOB"
-  mkdir -p "$SECRETS" && chmod 700 "$ROOT/.colabq-secrets" "$SECRETS"
-  mv "$GIT_CREDENTIALS_FILE" "$SECRETS/git-credentials" && chmod 600 "$SECRETS/git-credentials"
-  GIT_CREDENTIALS_FILE="$SECRETS/git-credentials"
-  CODE_ARGS+=(--credentials "$GIT_CREDENTIALS_FILE")
-else
-  GIT_CREDENTIALS_FILE=""
-fi
+take_secret() {
+  # A host's git secret (its credential, its deploy key) out of /content at once, into a folder
+  # only the wrapper's user reads (0700, the file 0600); prints where it is now.
+  local dir="$ROOT/.colabq-secrets/$JOB"
+  mkdir -p "$dir" && chmod 700 "$ROOT/.colabq-secrets" "$dir"
+  mv "$1" "$dir/$2" && chmod 600 "$dir/$2" && echo "$dir/$2"
+}
+drop_secrets() {
+  rm -f "$GIT_CREDENTIALS_FILE" "$GIT_SSH_KEY_FILE" "$ROOT/.colabq-secrets/$JOB/known_hosts"
+}
+[ -f "$GIT_CREDENTIALS_FILE" ] && GIT_CREDENTIALS_FILE="$(take_secret "$GIT_CREDENTIALS_FILE" git-credentials)"
+[ -f "$GIT_SSH_KEY_FILE" ] && GIT_SSH_KEY_FILE="$(take_secret "$GIT_SSH_KEY_FILE" git-ssh-key)"
+[ -f "$GIT_CREDENTIALS_FILE" ] || GIT_CREDENTIALS_FILE=""
+[ -f "$GIT_SSH_KEY_FILE" ] || GIT_SSH_KEY_FILE=""
+[ -n "$GIT_CREDENTIALS_FILE" ] && CODE_ARGS+=(--credentials "$GIT_CREDENTIALS_FILE")
+[ -n "$GIT_SSH_KEY_FILE" ] && CODE_ARGS+=(--ssh-key "$GIT_SSH_KEY_FILE" --known-hosts "$ROOT/colabq_known_hosts")
 if [ -n "$HF_ENDPOINT_ARG" ]; then
   export HF_ENDPOINT="$HF_ENDPOINT_ARG"
 fi
@@ -165,7 +180,8 @@ sync_all() {
 finish() {
   # The end of the wrapper: the heartbeat's last word ("done", or "kept" when the VM holds the
   # only copy of the results), then the exit sentinel that attach cells stop on.
-  [ -n "$GIT_CREDENTIALS_FILE" ] && rm -f "$GIT_CREDENTIALS_FILE"
+  drop_secrets
+  [ -n "$INPUTS_PID" ] && kill "$INPUTS_PID" 2>/dev/null
   phase "$2"
   kill "$BEAT_PID" 2>/dev/null
   sentinel DONE "$1"
@@ -190,7 +206,7 @@ stage_code() {
   python3 "$ROOT/colabq_code.py" "${CODE_ARGS[@]}" --repo "$WORK/repo" --out "$out" 2>&1 \
     | tee -a "$JOB_LOG"
   rc=${PIPESTATUS[0]}
-  [ -n "$GIT_CREDENTIALS_FILE" ] && rm -f "$GIT_CREDENTIALS_FILE"
+  drop_secrets
   [ -s "$out/code.json" ] && sentinel CODE "$(cat "$out/code.json")"
   [ -s "$out/environment.json" ] && sentinel ENVIRONMENT "$(cat "$out/environment.json")"
   if [ "$rc" != 0 ] && ! grep -qs '"ok":false' "$out/code.json" "$out/environment.json"; then
@@ -205,6 +221,37 @@ stage_code() {
   return 0
 }
 
+start_inputs() {
+  # The job's inputs, downloaded in parallel beside the code stage (as the wrapper's user: only
+  # its downloader gets the token); none to fetch, nothing runs.
+  [ ${#INPUTS[@]} -gt 0 ] || return 0
+  rm -rf "$RUN/inputs" "$WORK/inputs" && mkdir -p "$RUN/inputs"
+  HF_TOKEN="$UPLOAD_TOKEN" python3 "$ROOT/colabq_inputs.py" --dest "$WORK/inputs" \
+    --out "$RUN/inputs" "${HUB_OPTS[@]}" "${INPUTS[@]}" </dev/null >"$RUN/inputs/log" 2>&1 &
+  INPUTS_PID=$!
+}
+
+wait_inputs() {
+  # Every input there before the job starts: the job's user owns them, COLABQ_INPUT_<NAME> names
+  # each; else 6 (the INPUTS sentinel says which and why).
+  [ -n "$INPUTS_PID" ] || return 0
+  local rc name path
+  wait "$INPUTS_PID"; rc=$?
+  INPUTS_PID=""
+  tee -a "$JOB_LOG" < "$RUN/inputs/log"
+  if [ -s "$RUN/inputs/inputs.json" ]; then
+    sentinel INPUTS "$(cat "$RUN/inputs/inputs.json")"
+  elif [ "$rc" != 0 ]; then
+    sentinel INPUTS "{\"ok\":false,\"reason\":\"the input download failed (exit $rc): see the job's log\"}"
+  fi
+  [ "$rc" = 0 ] || return 6
+  [ -d "$WORK/inputs" ] && job_user_owns "$WORK/inputs"
+  while IFS=$'\t' read -r name path; do
+    export "COLABQ_INPUT_$name=$path"
+  done < "$RUN/inputs/paths"
+  return 0
+}
+
 echo "colabq: job $JOB segment $SEGMENT starting on $(hostname) at $(date -u +%FT%TZ)" > "$JOB_LOG"
 phase uploading
 if ! sync_all; then
@@ -214,6 +261,7 @@ if ! sync_all; then
   exit 2
 fi
 sentinel FIRST_UPLOAD ok
+start_inputs
 
 CODE_UV=""
 if [ -n "$CODE_MODE" ]; then
@@ -247,6 +295,20 @@ if [ -n "$RESUME_URI" ]; then
     finish 3 done
     exit 3
   fi
+fi
+
+if [ -n "$INPUTS_PID" ]; then
+  phase preparing
+  INPUTS_T0=$SECONDS
+  if ! wait_inputs; then
+    echo "colabq: an input is missing, empty or could not be downloaded; the job does not run" | tee -a "$JOB_LOG"
+    sync_all || true
+    finish 6 done
+    exit 6
+  fi
+  # What the downloads took beyond the code stage counts too (the wall cap holds both).
+  TTL=$((TTL - (SECONDS - INPUTS_T0)))
+  [ "$TTL" -ge 1 ] || TTL=1
 fi
 
 # The periodic sync stops only between uploads: the loop checks the stop flag before each pass.
