@@ -205,7 +205,9 @@ class SentinelCluster:
         wait_until(lambda: self.link_up(replica), "the replica in sync")
         for port in self.sentinel_ports:
             self._spawn(port, self._sentinel_conf(port, master), "--sentinel")
-        wait_until(lambda: self.ready(master), "three sentinels that see the master and replica")
+        wait_until(
+            lambda: self.ready(master), "three sentinels that see the master and replica", 60
+        )
 
     def link_up(self, replica: int) -> bool:
         info: dict[str, Any] = self.data(replica).info("replication")

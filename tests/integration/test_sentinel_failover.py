@@ -10,7 +10,11 @@ replica is lost with it. The planned switchover (README, "Redis Sentinel") loses
 are paused until the replica has them all. kill -9 may lose the master's last instant of writes
 (here there is no writer faster than the replica link, and none is lost); what colabq writes
 twice (heartbeats, leases) comes back on its own, and a message lost from a queue is sent again
-by the janitor (a QUEUED job no queue holds, after COLABQ_ORPHAN_GRACE_S)."""
+by the janitor (a QUEUED job no queue holds, after COLABQ_ORPHAN_GRACE_S).
+
+The same holds with every part of a deployment across machines (`full_security`): the master
+behind a password, colabq an ACL user there, the sentinels behind their own password with an
+ACL user of theirs for colabq, and TLS on every connection."""
 
 from __future__ import annotations
 
@@ -77,7 +81,7 @@ def beats(client: redis.Redis, fleet: Fleet, ids: list[str]) -> list[float]:
 
 @pytest.mark.parametrize(
     ("how", "cluster"),
-    [("switchover", "plain"), ("kill -9", "plain")],
+    [("switchover", "plain"), ("kill -9", "plain"), ("kill -9", SECURED)],
     indirect=["cluster"],
 )
 def test_a_failover_loses_no_job_and_runs_none_twice(

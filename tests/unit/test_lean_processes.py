@@ -18,6 +18,7 @@ from pathlib import Path
 import fakeredis
 import pytest
 import redis
+from pydantic import SecretStr
 
 from worker.clock import FakeClock
 from worker.records.forward import (
@@ -161,8 +162,13 @@ def test_the_watchdog_reports_without_importing_the_contract(
 
 FIELDS = (
     "redis_url", "key_prefix", "log_stream_maxlen", "retention_s", "redis_retry_s",
-    "redis_master_name",
+    "redis_master_name", "redis_sentinel_username", "redis_sentinel_password",
 )  # fmt: skip
+
+
+def _plain(value: object) -> object:
+    """A setting's value as the observers hold it (a SecretStr's secret)."""
+    return value.get_secret_value() if isinstance(value, SecretStr) else value
 
 
 @pytest.mark.parametrize(
@@ -175,6 +181,8 @@ FIELDS = (
         ({"COLABQ_RETENTION_S": "7.5"}, "export COLABQ_RETENTION_S='99'\nOTHER=1\n"),
         ({"COLABQ_REDIS_URL": "sentinel://a:1;sentinel://b:2/0"}, "COLABQ_REDIS_MASTER_NAME=m\n"),
         ({"COLABQ_REDIS_MASTER_NAME": ""}, ""),
+        ({"COLABQ_REDIS_SENTINEL_PASSWORD": "s3cret"}, "COLABQ_REDIS_SENTINEL_USERNAME=watch\n"),
+        ({"COLABQ_REDIS_SENTINEL_PASSWORD": ""}, ""),
     ],
 )
 def test_observers_read_their_settings_as_settings_does(
@@ -190,7 +198,7 @@ def test_observers_read_their_settings_as_settings_does(
         (tmp_path / ENV_FILE).write_text(dotenv)
     want = Settings()
     got = feed_settings()
-    assert [getattr(got, f) for f in FIELDS] == [getattr(want, f) for f in FIELDS]
+    assert [getattr(got, f) for f in FIELDS] == [_plain(getattr(want, f)) for f in FIELDS]
 
 
 def test_the_observers_settings_names_are_settings() -> None:
