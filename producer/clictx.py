@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from worker.records.ledger import Ledger
+    from worker.records.sentinelurl import SentinelLogin
     from worker.settings import Settings
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print data instead of a table.")]
@@ -42,7 +43,8 @@ ENV_PREFIX = "COLABQ_"
 # The settings a command that only reads the ledger needs, with worker/settings.py's defaults
 # (a test keeps them equal).
 LEDGER_DEFAULTS: dict[str, str | None] = {
-    "redis_url": "redis://127.0.0.1:6379/0", "redis_master_name": None, "key_prefix": "colabq",
+    "redis_url": "redis://127.0.0.1:6379/0", "redis_master_name": None,
+    "redis_sentinel_username": None, "redis_sentinel_password": None, "key_prefix": "colabq",
 }  # fmt: skip
 
 
@@ -130,30 +132,48 @@ class LedgerAddress:
     redis_url: str
     key_prefix: str
     redis_master_name: str | None = None  # with a sentinel:// redis_url
+    sentinel_login: SentinelLogin | None = None  # idem: the sentinels' own
+
+    @classmethod
+    def of(cls, settings: Settings) -> LedgerAddress:
+        return cls(
+            settings.redis_url, settings.key_prefix, settings.redis_master_name,
+            settings.sentinel_login(),
+        )  # fmt: skip
 
 
 def ledger_address() -> LedgerAddress:
-    """The `redis_url` and `key_prefix` settings, validated as the settings object validates
-    them (the same one-line errors). Read without pydantic-settings (about 0.1 s of start-up)
-    when the environment sets no other setting and no settings file names any; otherwise from the
-    settings object, so that an invalid setting fails this command as it fails every other."""
+    """The `redis_url`, `key_prefix` and Sentinel settings, validated as the settings object
+    validates them (the same one-line errors). Read without pydantic-settings (about 0.1 s of
+    start-up) when the environment sets no other setting and no settings file names any;
+    otherwise from the settings object, so that an invalid setting fails this command as it
+    fails every other."""
     found = _ledger_settings_alone()
     if found is None:
-        settings = load_settings()
-        return LedgerAddress(settings.redis_url, settings.key_prefix, settings.redis_master_name)
+        return LedgerAddress.of(load_settings())
+    from worker.records.sentinelurl import (
+        SentinelLogin,
+        sentinel_password_problem,
+        sentinel_username_problem,
+    )
+
     url = found.get("redis_url", str(LEDGER_DEFAULTS["redis_url"]))
     master = found.get("redis_master_name", "").strip() or None  # empty is unset
+    user = found.get("redis_sentinel_username", "").strip() or None
+    password = found.get("redis_sentinel_password") or None
     prefix = found.get("key_prefix", str(LEDGER_DEFAULTS["key_prefix"]))
     # In the settings' field order: the first invalid field is the one reported.
     url_problem = redis_url_problem(url)
     for name, problem in (
         ("redis_url", url_problem),
         ("redis_master_name", None if url_problem else redis_master_name_problem(url, master)),
+        ("redis_sentinel_username", sentinel_username_problem(user)),
+        ("redis_sentinel_password", sentinel_password_problem(user, password)),
         ("key_prefix", key_name_problem(prefix, empty_ok=False)),
     ):
         if problem:
             raise ConfigError.invalid(f"{ENV_PREFIX}{name.upper()}", problem)
-    return LedgerAddress(url, prefix, master)
+    return LedgerAddress(url, prefix, master, SentinelLogin(user, password))
 
 
 def _ledger_settings_alone() -> dict[str, str] | None:

@@ -171,7 +171,8 @@ def redis_rows(settings: Settings, timeout_s: float) -> list[Row]:
 
     from worker.errors import redacted_url
     from worker.records.redisconn import client as redis_client
-    from worker.records.redisconn import is_sentinel
+    from worker.records.sentinels import login_refusal
+    from worker.records.sentinelurl import is_sentinel
 
     where = redacted_url(settings.redis_url)
     sentinels: list[Row] = []
@@ -179,17 +180,20 @@ def redis_rows(settings: Settings, timeout_s: float) -> list[Row]:
         sentinels = [sentinel_row(settings, timeout_s)]
         where = f"the master {settings.redis_master_name!r} of {where}"
     client = redis_client(
-        settings.redis_url, settings.redis_master_name, socket_connect_timeout=timeout_s,
-        socket_timeout=timeout_s, retry=Retry(NoBackoff(), 0),
+        settings.redis_url, settings.redis_master_name, settings.sentinel_login(),
+        socket_connect_timeout=timeout_s, socket_timeout=timeout_s, retry=Retry(NoBackoff(), 0),
     )  # fmt: skip
     try:
         client.ping()
         version = client.info("server").get("redis_version", "?")
-    except redis.AuthenticationError as exc:
-        detail = f"{where} refused the password ({type(exc).__name__})"
-        return [*sentinels, Row("redis", Status.FAIL, detail,
-                "fix the password in COLABQ_REDIS_URL"), _workers_unchecked()]  # fmt: skip
     except redis.RedisError as exc:
+        refused = login_refusal(
+            exc, settings.redis_url, settings.redis_master_name, settings.sentinel_login(),
+            timeout_s,
+        )  # fmt: skip
+        if refused is not None:  # which login, and the setting that holds it
+            todo = refused.hint[:1].lower() + refused.hint[1:].rstrip(".")
+            return [*sentinels, Row("redis", Status.FAIL, str(refused), todo), _workers_unchecked()]
         detail = f"cannot reach {where} ({type(exc).__name__}: {_password_free(exc, settings)})"
         todo = "start Redis (redis-server), or set COLABQ_REDIS_URL to the one that runs"
         return [*sentinels, Row("redis", Status.FAIL, detail, todo), _workers_unchecked()]
@@ -200,12 +204,21 @@ def redis_rows(settings: Settings, timeout_s: float) -> list[Row]:
 def sentinel_row(settings: Settings, timeout_s: float) -> Row:
     """How many sentinels answer for the master, where they say it is, and whether they could
     agree on a failover (SENTINEL CKQUORUM)."""
-    from worker.records.redisconn import ask_sentinels
+    from worker.records.sentinels import ask_sentinels
 
     name = str(settings.redis_master_name)
-    seen = ask_sentinels(settings.redis_url, name, timeout_s)
+    seen = ask_sentinels(settings.redis_url, name, timeout_s, settings.sentinel_login())
     check, count = "redis sentinels", f"{seen.answered} of {seen.asked} sentinel(s)"
     missing = "; ".join(seen.problems)
+    if seen.refused and not seen.answered:
+        todo = (
+            "set COLABQ_REDIS_SENTINEL_PASSWORD (and COLABQ_REDIS_SENTINEL_USERNAME for an ACL "
+            "user) to the sentinels' own requirepass, not the master's"
+        )
+        detail = f"{seen.refused} of {seen.asked} sentinel(s) refused colabq's login"
+        if seen.refused < seen.asked:
+            detail += f"; {missing}"
+        return Row(check, Status.FAIL, detail, todo)
     if not seen.answered:
         todo = (
             "start the sentinels of COLABQ_REDIS_URL, or set COLABQ_REDIS_MASTER_NAME to the "
@@ -234,12 +247,14 @@ def _password_free(exc: BaseException, settings: Settings) -> str:
     from urllib.parse import urlsplit
 
     text = " ".join(str(exc).split())[:200]
+    secrets = [settings.sentinel_login().password]
     for part in settings.redis_url.split(";"):  # each sentinel:// part may hold it
         try:
-            password = urlsplit(part).password
+            secrets.append(urlsplit(part).password)
         except ValueError:
             continue
-        text = text.replace(password, "***") if password else text
+    for secret in secrets:
+        text = text.replace(secret, "***") if secret else text
     return text
 
 

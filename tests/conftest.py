@@ -24,6 +24,18 @@ TEST_REDIS_URL = os.environ.get("COLABQ_TEST_REDIS_URL")
 FALLBACK_REDIS_URL = "redis://127.0.0.1:6379/14"
 
 
+def make_certificate(root: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1 (its own CA) and its key, for one day."""
+    cert, key = root / "cert.pem", root / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key),
+         "-out", str(cert), "-days", "1", "-subj", "/CN=127.0.0.1",
+         "-addext", "subjectAltName=IP:127.0.0.1"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    return cert, key
+
+
 def start_redis_server(conf: str, url: str) -> subprocess.Popen[bytes] | None:
     """A redis-server configured by `conf` (on stdin: a password on a command line is anyone's
     to read), once `url` answers; None if there is no redis-server or it never answers."""

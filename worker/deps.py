@@ -22,7 +22,9 @@ from worker.settings import Settings
 def build_redis(settings: Settings, *, retry_s: float | None = None) -> redis.Redis:
     """A client whose every call survives an outage of `retry_s` (default: the settings')."""
     budget_s = settings.redis_retry_s if retry_s is None else retry_s
-    return connect(settings.redis_url, budget_s, settings.redis_master_name)
+    return connect(
+        settings.redis_url, budget_s, settings.redis_master_name, settings.sentinel_login()
+    )
 
 
 def build_ledger(
@@ -38,15 +40,19 @@ def build_ledger(
 
 
 def connect_ledger(settings: Settings) -> Ledger:
-    """The ledger on a Redis that answers now; otherwise one BrokerUnavailable line. For
-    commands people run: a dead Redis is reported within a second or two, not retried."""
+    """The ledger on a Redis that answers now; otherwise one BrokerUnavailable line (which
+    login was refused, when one was). For commands people run: a dead Redis is reported
+    within a second or two, not retried."""
     from worker.errors import BrokerUnavailable
+    from worker.records.sentinels import login_refusal
 
     client = build_redis(settings, retry_s=1.0)
     try:
         client.ping()
     except redis.RedisError as exc:
-        raise BrokerUnavailable(settings.redis_url, type(exc).__name__) from None
+        login = settings.sentinel_login()
+        refused = login_refusal(exc, settings.redis_url, settings.redis_master_name, login)
+        raise refused or BrokerUnavailable(settings.redis_url, type(exc).__name__) from None
     return build_ledger(settings, client)
 
 

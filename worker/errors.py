@@ -134,6 +134,35 @@ class BrokerUnavailable(ColabqError, ConnectionError):
     hint = "Start Redis or set COLABQ_REDIS_URL."
 
 
+class RedisLoginRefused(BrokerUnavailable):
+    """Redis refused colabq's login: with Sentinel, the sentinels (their own login,
+    COLABQ_REDIS_SENTINEL_*) or the master (the URL's USER:PASSWORD@), named apart."""
+
+    def __init__(self, url: str, master_name: str | None, *, sentinels: bool = False) -> None:
+        where = redacted_url(url)
+        if sentinels:
+            text = f"The sentinels of {where} refused colabq's login."
+            self.hint = (
+                "Set COLABQ_REDIS_SENTINEL_PASSWORD (and COLABQ_REDIS_SENTINEL_USERNAME for an "
+                "ACL user) to the sentinels' own requirepass, not the master's."
+            )
+        elif master_name is not None:
+            text = (
+                f"The Redis master {master_name!r} (named by the sentinels of {where}) refused "
+                "the login of COLABQ_REDIS_URL."
+            )
+            self.hint = (
+                "Write the master's USER:PASSWORD@ (its requirepass, or an ACL user's) in "
+                "COLABQ_REDIS_URL, not the sentinels'."
+            )
+        else:
+            text = f"Redis at {where} refused the login of COLABQ_REDIS_URL."
+            self.hint = "Fix its USER:PASSWORD@ (the requirepass, or an ACL user's)."
+        ColabqError.__init__(self, text)
+        self.url = where
+        self.refused = "sentinels" if sentinels else "master"
+
+
 # --- the Colab CLI --------------------------------------------------------------------------
 
 

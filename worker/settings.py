@@ -6,9 +6,11 @@ Built once at an entry point (`load_settings()`), never at import time, and pass
 invalid value fails at start-up as one `ConfigError` line naming its variable. Secrets are not
 settings values: the Hub token is a 0600 file whose *path* is a setting, read only by the runner
 on the worker host (a submitting machine uses huggingface_hub's own login, `producer/stage.py`).
-The checks of `redis_url`, `redis_master_name` and `key_prefix` are `worker.utils`'s, so that
-`colabq status`, which reads only those three, can read them without this module when nothing
-sets any other setting (`producer.clictx.ledger_address`).
+Redis's logins are the exception every process needs: the URL's, and the sentinels' password (a
+SecretStr: never in a repr). The checks of the settings `colabq status` reads (`redis_url`,
+`redis_master_name`, the sentinels' login, `key_prefix`) are `worker.utils`'s and
+`worker.records.sentinelurl`'s, so that it can read them without this module when nothing sets
+any other setting (`producer.clictx.ledger_address`).
 
 The Hub endpoint of the producer commands (`hub_endpoint()`): `COLABQ_HF_ENDPOINT` (environment
 or a settings file), else `HF_ENDPOINT` from the process environment (the variable
@@ -26,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 from urllib.parse import urlsplit
 
-from pydantic import Field, ValidationInfo, field_validator
+from pydantic import Field, SecretStr, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from worker.errors import ConfigError
@@ -35,6 +37,7 @@ from worker.utils import key_name_problem, redis_master_name_problem, redis_url_
 
 if TYPE_CHECKING:
     from worker.colab.versions import AssignPolicy
+    from worker.records.sentinelurl import SentinelLogin
 
 ENV_PREFIX = "COLABQ_"
 ALL_GPUS = ("T4", "L4", "G4", "A100", "H100")  # worker.spec.Gpu's, kept equal by a test
@@ -101,6 +104,11 @@ class Settings(BaseSettings):
     # With a Sentinel redis_url (kombu's form: `sentinel://H1:26379;sentinel://H2:26379/0`), the
     # name of the master its sentinels monitor; required then, and read only then.
     redis_master_name: str | None = Field(default=None, validate_default=True)
+    # With a sentinel:// redis_url, the sentinels' own login: their `requirepass` (or an ACL
+    # user of theirs and its password). The URL's USER:PASSWORD@ is the master's; each side
+    # gets only its own. Read only with a sentinel URL; the password is never printed.
+    redis_sentinel_username: str | None = None
+    redis_sentinel_password: SecretStr | None = Field(default=None, validate_default=True)
     # Every Redis key colabq writes starts with this, so one Redis can host several deployments.
     key_prefix: str = "colabq"
     # Queues are `<queue_prefix>gpu.<type>`: a prefix keeps deployments (or a demo, or a test)
@@ -255,6 +263,27 @@ class Settings(BaseSettings):
             raise ValueError(problem)
         return v.strip()
 
+    @field_validator("redis_sentinel_username")
+    @classmethod
+    def _sentinel_username(cls, v: str | None) -> str | None:
+        from worker.records.sentinelurl import sentinel_username_problem
+
+        v = (v or "").strip() or None  # empty is unset
+        if problem := sentinel_username_problem(v):
+            raise ValueError(problem)
+        return v
+
+    @field_validator("redis_sentinel_password")
+    @classmethod
+    def _sentinel_password(cls, v: SecretStr | None, info: ValidationInfo) -> SecretStr | None:
+        from worker.records.sentinelurl import sentinel_password_problem
+
+        password = v.get_secret_value() if v is not None else ""
+        username = info.data.get("redis_sentinel_username")
+        if problem := sentinel_password_problem(username, password or None):
+            raise ValueError(problem)
+        return v if password else None  # empty is unset
+
     @field_validator("account")
     @classmethod
     def _account(cls, v: str | None) -> str | None:
@@ -357,6 +386,15 @@ class Settings(BaseSettings):
 
         return AssignPolicy(
             self.colab_request_timeout_s, self.colab_assign_retries, self.colab_retry_backoff_s
+        )
+
+    def sentinel_login(self) -> SentinelLogin:
+        """How to log in to the sentinels of a sentinel:// redis_url (not the master)."""
+        from worker.records.sentinelurl import SentinelLogin
+
+        password = self.redis_sentinel_password
+        return SentinelLogin(
+            self.redis_sentinel_username, password.get_secret_value() if password else None
         )
 
     def budget_floor_for(self, account: str | None) -> float:

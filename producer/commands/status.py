@@ -113,13 +113,13 @@ def status(
         from producer.commands.sweepview import print_sweep_status
 
         settings = load_settings()
-        where = LedgerAddress(settings.redis_url, settings.key_prefix, settings.redis_master_name)
+        where = LedgerAddress.of(settings)
         ledger = _ledger(settings, _client(where))
         _reading(settings, lambda: print_sweep_status(ledger, sweep, as_json=as_json))
         return
     if job is not None:
         settings = load_settings()
-        where = LedgerAddress(settings.redis_url, settings.key_prefix, settings.redis_master_name)
+        where = LedgerAddress.of(settings)
         _one_job(settings, _client(where), job, watch=watch, every_s=every, as_json=as_json)
         return
     args = _ListArgs.of(state or [], run, since, mine, limit, page)  # checked before connecting
@@ -334,15 +334,17 @@ def _client(where: LedgerAddress) -> Any:
     import redis
 
     from worker.records.redisconn import client as redis_client
+    from worker.records.sentinels import login_refusal
 
     client = redis_client(
-        where.redis_url, where.redis_master_name,
+        where.redis_url, where.redis_master_name, where.sentinel_login,
         socket_connect_timeout=5, socket_timeout=30, health_check_interval=30,
     )  # fmt: skip
     try:
         client.ping()
     except redis.RedisError as exc:
-        raise BrokerUnavailable(where.redis_url, type(exc).__name__) from None
+        refused = login_refusal(exc, where.redis_url, where.redis_master_name, where.sentinel_login)
+        raise refused or BrokerUnavailable(where.redis_url, type(exc).__name__) from None
     return client
 
 

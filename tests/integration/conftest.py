@@ -27,6 +27,7 @@ from ops.chaos.env import (
 from worker.deps import build_ledger
 from worker.records.ledger import Ledger
 from worker.records.redisconn import client as redis_client
+from worker.records.sentinelurl import SentinelLogin
 from worker.settings import load_settings
 from worker.states import TERMINAL, JobState
 
@@ -207,7 +208,11 @@ def fleet(
         fleet.emu("kill-all")
         kill_processes_mentioning(str(tmp_path))
         drop_job_share(tmp_path)
-        client = redis_client(redis_url, fleet.env.get("COLABQ_REDIS_MASTER_NAME"))
+        login = SentinelLogin(
+            fleet.env.get("COLABQ_REDIS_SENTINEL_USERNAME") or None,
+            fleet.env.get("COLABQ_REDIS_SENTINEL_PASSWORD") or None,
+        )
+        client = redis_client(redis_url, fleet.env.get("COLABQ_REDIS_MASTER_NAME"), login)
         for pattern in (f"{prefix}*", f"_kombu.binding.{prefix}*"):
             for key in client.scan_iter(pattern):
                 client.delete(key)

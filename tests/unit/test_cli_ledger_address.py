@@ -25,7 +25,7 @@ def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     isolate_settings(monkeypatch, tmp_path)
 
 
-Said = tuple[str, str, str | None] | str
+Said = tuple[object, ...] | str
 
 
 def _settings_say() -> Said:
@@ -33,7 +33,7 @@ def _settings_say() -> Said:
         s = load_settings()
     except ConfigError as exc:
         return str(exc)
-    return s.redis_url, s.key_prefix, s.redis_master_name
+    return s.redis_url, s.key_prefix, s.redis_master_name, s.sentinel_login()
 
 
 def _address_says(monkeypatch: pytest.MonkeyPatch) -> tuple[Said, bool]:
@@ -79,6 +79,19 @@ CASES: list[tuple[dict[str, str], str | None, bool]] = [
     ({"COLABQ_REDIS_URL": "sentinel://a:1/1;sentinel://b:2/2"}, None, False),
     ({"COLABQ_REDIS_MASTER_NAME": "ignored"}, None, False),
     ({"COLABQ_REDIS_URL": SENTINELS}, "COLABQ_REDIS_MASTER_NAME=fromfile\n", True),
+    # The sentinels' own login: read there too, checked as the settings check it.
+    ({"COLABQ_REDIS_URL": SENTINELS, "COLABQ_REDIS_MASTER_NAME": "m",
+      "COLABQ_REDIS_SENTINEL_PASSWORD": "s3cret"}, None, False),
+    ({"COLABQ_REDIS_URL": SENTINELS, "COLABQ_REDIS_MASTER_NAME": "m",
+      "COLABQ_REDIS_SENTINEL_USERNAME": "watcher", "COLABQ_REDIS_SENTINEL_PASSWORD": "s3"}, None,
+     False),
+    ({"COLABQ_REDIS_URL": SENTINELS, "COLABQ_REDIS_MASTER_NAME": "m",
+      "COLABQ_REDIS_SENTINEL_USERNAME": "watcher"}, None, False),
+    ({"COLABQ_REDIS_SENTINEL_USERNAME": "two words", "COLABQ_REDIS_SENTINEL_PASSWORD": "x"},
+     None, False),
+    ({"COLABQ_REDIS_SENTINEL_PASSWORD": ""}, None, False),
+    ({"COLABQ_REDIS_URL": SENTINELS, "COLABQ_REDIS_MASTER_NAME": "m"},
+     "COLABQ_REDIS_SENTINEL_PASSWORD=fromfile\n", True),
 ]  # fmt: skip
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import fakeredis
 import pytest
 import redis
+from pydantic import SecretStr
 
 from worker.clock import FakeClock
 from worker.records.forward import (
@@ -163,8 +164,13 @@ def test_the_watchdog_reports_without_importing_the_contract(
 
 FIELDS = (
     "redis_url", "key_prefix", "log_stream_maxlen", "retention_s", "redis_retry_s",
-    "redis_master_name",
+    "redis_master_name", "redis_sentinel_username", "redis_sentinel_password",
 )  # fmt: skip
+
+
+def _plain(value: object) -> object:
+    """A setting's value as the observers hold it (a SecretStr's secret)."""
+    return value.get_secret_value() if isinstance(value, SecretStr) else value
 
 
 @pytest.mark.parametrize(
@@ -182,6 +188,9 @@ FIELDS = (
         # --env-file's over the user's file, the environment over both.
         ({"COLABQ_RETENTION_S": "5"}, "COLABQ_KEY_PREFIX=user\nCOLABQ_RETENTION_S=9\n",
          "COLABQ_KEY_PREFIX=named\nCOLABQ_LOG_STREAM_MAXLEN=300\n"),
+        ({"COLABQ_REDIS_SENTINEL_PASSWORD": "s3cret"}, "COLABQ_REDIS_SENTINEL_USERNAME=watch\n",
+         ""),
+        ({"COLABQ_REDIS_SENTINEL_PASSWORD": ""}, "", ""),
     ],
 )  # fmt: skip
 def test_observers_read_their_settings_as_settings_does(
@@ -208,7 +217,7 @@ def test_observers_read_their_settings_as_settings_does(
         monkeypatch.setenv(ENV_FILE_VAR, str(tmp_path / "named.env"))
     want = load_settings()
     got = feed_settings()
-    assert [getattr(got, f) for f in FIELDS] == [getattr(want, f) for f in FIELDS]
+    assert [getattr(got, f) for f in FIELDS] == [_plain(getattr(want, f)) for f in FIELDS]
 
 
 def test_the_observers_settings_names_are_settings() -> None:

@@ -39,6 +39,7 @@ def config_error(monkeypatch: pytest.MonkeyPatch, var: str, value: str) -> str:
     return str(caught.value)
 
 
+TWO_TLS_QUERIES = "sentinel://a?ssl_cert_reqs=none;sentinel://b?ssl_cert_reqs=optional"
 BAD = [
     ("COLABQ_REDIS_URL", "redis://127.0.0.1:abc/0", "port 'abc' is not a number"),
     ("COLABQ_REDIS_URL", "redis://127.0.0.1:0/0", "1-65535"),
@@ -53,7 +54,14 @@ BAD = [
     ("COLABQ_REDIS_URL", "sentinel://a:1/0;sentinel://b:2/1", "different databases (0 and 1)"),
     ("COLABQ_REDIS_URL", "sentinel://:x@a:1;sentinel://:y@b:2", "different logins"),
     ("COLABQ_REDIS_URL", "sentinel://a:99999", "1-65535"),
-    ("COLABQ_REDIS_URL", "sentinel://a:1?db=2", "no ?query"),
+    ("COLABQ_REDIS_URL", "sentinel://a:1?db=2", "takes only ssl_cert_reqs and ssl_ca_certs"),
+    ("COLABQ_REDIS_URL", "sentinel://a:1/0?ssl_cert_reqs=maybe", "'maybe' is not one of"),
+    ("COLABQ_REDIS_URL", "sentinel://a:1/0?ssl_ca_certs=/no/ca.pem", "/no/ca.pem is not a file"),
+    ("COLABQ_REDIS_URL", "sentinel://a:1/0?ssl_ca_certs=", "ssl_ca_certs is empty"),
+    ("COLABQ_REDIS_URL", "sentinel://a?ssl_cert_reqs=none&ssl_cert_reqs=none", "twice"),
+    ("COLABQ_REDIS_URL", TWO_TLS_QUERIES, "different ?ssl_... queries"),
+    ("COLABQ_REDIS_URL", "sentinel://a/0#x", "no #fragment"),
+    ("COLABQ_REDIS_SENTINEL_USERNAME", "two words", "one word"),
     ("COLABQ_REDIS_URL", "sentinel://a:1;", "part 2 of 2"),
     ("COLABQ_WORKER_GPUS", "T4,V100", "'V100' is not a GPU type"),
     ("COLABQ_WORKER_GPUS", '["T4",', "not a JSON list"),

@@ -3,7 +3,7 @@ client, and the watchdog's observations and log lines.
 
 Light on purpose. The attach client and the watchdog run once per held session for hours, so they
 import only this (redis-py and the key names), never the contract (`worker.spec`, pydantic) nor
-the settings object (pydantic-settings): the six settings they need are read here the way
+the settings object (pydantic-settings): the eight settings they need are read here the way
 `worker.settings.Settings` reads them, and `Feed` is the part of `Ledger` they use, writing the
 same keys the same way (tests hold both pairs equal). `Ledger.forward` is `forward` below.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -22,6 +22,7 @@ from redis.commands.core import Script
 from worker.errors import ConfigError
 from worker.records.keys import Keys
 from worker.records.redisconn import connect
+from worker.records.sentinelurl import SentinelLogin
 from worker.settingsfiles import settings_files
 
 ENV_PREFIX = "COLABQ_"  # worker.settings' own, kept equal by a test
@@ -166,6 +167,11 @@ class FeedSettings:
     retention_s: float = 30 * 24 * 3600.0
     redis_retry_s: float = 60.0
     redis_master_name: str | None = None  # read only with a sentinel:// URL
+    redis_sentinel_username: str | None = None  # the sentinels' own login (idem)
+    redis_sentinel_password: str | None = field(default=None, repr=False)
+
+    def sentinel_login(self) -> SentinelLogin:
+        return SentinelLogin(self.redis_sentinel_username, self.redis_sentinel_password)
 
 
 def feed_settings(
@@ -203,6 +209,8 @@ def feed_settings(
         get("retention_s", d.retention_s),
         get("redis_retry_s", d.redis_retry_s),
         get("redis_master_name", d.redis_master_name),
+        get("redis_sentinel_username", d.redis_sentinel_username),
+        get("redis_sentinel_password", d.redis_sentinel_password),
     )
 
 
@@ -224,7 +232,7 @@ class Feed:
     @classmethod
     def build(cls, s: FeedSettings, *, retry_s: float | None = None) -> Feed:
         budget_s = s.redis_retry_s if retry_s is None else retry_s
-        client = connect(s.redis_url, budget_s, s.redis_master_name)
+        client = connect(s.redis_url, budget_s, s.redis_master_name, s.sentinel_login())
         return cls(
             client, Keys(s.key_prefix), log_maxlen=s.log_stream_maxlen, retention_s=s.retention_s
         )
