@@ -7,7 +7,8 @@
 # self-release only after the final upload succeeded (otherwise the VM holds the only copy of the
 # results) and only after giving its owner `--release-hold-s` to stop the VM itself.
 #
-# Everything it prints goes to run/console.log, which attach cells follow by byte offset.
+# Everything it prints goes to run/console.log, which attach cells follow by byte offset; the
+# final upload stores a copy of it (logs/console.log) for a VM gone before its tail was forwarded.
 #
 # Usage: bash colab-job.sh --job ID --nonce N --ttl S --sync-interval S --dest-kind K
 #          --dest-repo R --dest-type T --prefix P [--sync PATH]... [--token-file F]
@@ -91,8 +92,9 @@ if [ -n "$JOB_UID" ]; then
   chgrp "$JOB_GID" "$WORK" && chmod 1775 "$WORK"
   chmod 644 "$ROOT/colab-user-job.sh" "$ROOT/colabq_envcheck.py" 2>/dev/null
 fi
-# Each segment of a restarted job keeps its own log beside the earlier ones.
+# Each segment of a restarted job keeps its own log (and console copy) beside the earlier ones.
 if [ "$SEGMENT" = "0" ]; then JOB_LOG="$LOGS/job.log"; else JOB_LOG="$LOGS/job.s$SEGMENT.log"; fi
+if [ "$SEGMENT" = "0" ]; then CONSOLE_COPY="$LOGS/console.log"; else CONSOLE_COPY="$LOGS/console.s$SEGMENT.log"; fi
 sentinel() { echo "__COLABQ_${NONCE}_$1__=$2"; }
 
 # The heartbeat: {"at": epoch, "phase": P, "pid": wrapper pid, "console_bytes": N}, rewritten
@@ -159,6 +161,14 @@ sync_all() {
   done
 }
 
+final_sync() {
+  # The last upload: the console as it stands (every line up to the job's exit status) goes with
+  # the logs, byte for byte, so that its tail survives a VM that goes before an attach client
+  # forwarded it (the owner then forwards it from the store, from its recorded offset).
+  [ -f "$RUN/console.log" ] && cp "$RUN/console.log" "$CONSOLE_COPY"
+  sync_all
+}
+
 finish() {
   # The end of the wrapper: the heartbeat's last word ("done", or "kept" when the VM holds the
   # only copy of the results), then the exit sentinel that attach cells stop on.
@@ -220,7 +230,7 @@ if [ -n "$CODE_MODE" ]; then
   rc=$?
   if [ "$rc" != 0 ]; then
     echo "colabq: the job's code or environment is not ready; the job does not run" | tee -a "$JOB_LOG"
-    sync_all || true
+    final_sync || true
     finish "$rc" done
     exit "$rc"
   fi
@@ -240,7 +250,7 @@ if [ -n "$RESUME_URI" ]; then
   else
     echo "colabq: resume checkpoint $RESUME_URI missing or empty; the job does not run" | tee -a "$JOB_LOG"
     sentinel RESUME failed
-    sync_all || true
+    final_sync || true
     finish 3 done
     exit 3
   fi
@@ -307,7 +317,7 @@ sentinel FINISHED "$FINISHED_AT"
 [ -n "$GPU_IDLE" ] && sentinel GPU_IDLE "$GPU_IDLE"
 sentinel EXIT "$rc"
 
-if sync_all; then
+if final_sync; then
   sentinel FINAL_UPLOAD ok
   finish "$rc" done
   if [ -n "${TBE_RUNTIME_ADDR:-}" ]; then
