@@ -1,7 +1,7 @@
 """The tail of a job's console from the copy its final upload stored (`worker.records.tail`): it is
 framed exactly as the attach cell frames the VM's console, it reaches the log stream past the
 recorded offset once, in order, whichever of the store and an attach client forwards a line
-first."""
+first; and the janitor takes it before it settles a job."""
 
 from __future__ import annotations
 
@@ -9,19 +9,25 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import fakeredis
 import pytest
 
 from tests.factories import make_spec
+from tests.unit.test_janitor import Calls, _owner_dies, _running_job, deps_for
 from worker.clock import FakeClock
+from worker.janitor.run import janitor_pass
 from worker.records.keys import Keys
 from worker.records.ledger import Ledger
 from worker.records.tail import BATCH, console_items, forward_stored_tail
 from worker.session import attach
 from worker.session.cells import attach_source
 from worker.spec import ArtifactDest
+from worker.states import TERMINAL
+from worker.states import JobState as S
 from worker.store.artifacts import LocalStore, console_name
 
 NONCE = "abc123"
@@ -158,3 +164,37 @@ def test_the_local_store_reads_its_copy_from_an_offset(tmp_path: Path) -> None:
     assert store.console_tail(spec, 0, 9) == b""
     assert store.console_tail(spec, 3, 0) == b"segment 3\n"
     assert console_name(3) == "console.s3.log" and store.console_tail(spec, 1, 0) is None
+
+
+def test_the_janitor_takes_the_tail_before_it_settles(ledger: Ledger) -> None:
+    job_id = _running_job(ledger)
+    ledger.set_fields(job_id, owner="w1", nonce=NONCE, segment="0")
+    items = console_items(NUMBERED, 0, NONCE)
+    ledger.forward(job_id, 0, items[:100])
+    ledger.record_watch(job_id, {"gone_verified_at": "1"})
+    _owner_dies(ledger, job_id)
+    deps = deps_for(ledger, Calls())
+    asked: list[tuple[int, int]] = []
+
+    def console_tail(spec: object, segment: int, offset: int) -> bytes:
+        asked.append((segment, offset))
+        return NUMBERED[offset:]
+
+    at_the_end: list[list[str]] = []
+    transition = ledger.transition
+
+    def spy(job: str, state: S, **kw: Any) -> Any:
+        if state in TERMINAL:
+            at_the_end.append(lines_of(ledger, job))
+        return transition(job, state, **kw)
+
+    ledger.transition = spy  # type: ignore[method-assign]
+    report = janitor_pass(replace(deps, console_tail=console_tail), dry_run=False)
+    assert at_the_end == [[f"line-{i}" for i in range(1, 5001)]], "all there before the end"
+    assert ledger.get(job_id).state is S.SUCCEEDED
+    assert asked == [(0, items[99].end_offset)]
+    assert lines_of(ledger, job_id) == [f"line-{i}" for i in range(1, 5001)]
+    [row] = report.did("settle")
+    assert "the last 4900 line(s)" in row.why
+    said = [ln.text for ln in ledger.read_log(job_id, count=100_000) if ln.stream == "colabq"]
+    assert any(t.startswith("[janitor] the last 4900 line(s)") for t in said), said
