@@ -19,6 +19,7 @@ import pytest
 from tests.factories import make_spec
 from tests.unit.test_janitor import Calls, _owner_dies, _running_job, deps_for
 from worker.clock import FakeClock
+from worker.errors import StoreError
 from worker.janitor.run import janitor_pass
 from worker.records.keys import Keys
 from worker.records.ledger import Ledger
@@ -164,6 +165,21 @@ def test_the_local_store_reads_its_copy_from_an_offset(tmp_path: Path) -> None:
     assert store.console_tail(spec, 0, 9) == b""
     assert store.console_tail(spec, 3, 0) == b"segment 3\n"
     assert console_name(3) == "console.s3.log" and store.console_tail(spec, 1, 0) is None
+
+
+def test_a_broken_local_store_is_no_copy_or_one_line(tmp_path: Path) -> None:
+    """What the job's user may have done to a local store: `logs` a file (no copy), the copy a
+    symlink loop (a StoreError, which the owner and the janitor say in one line)."""
+    spec = make_spec(artifact=ArtifactDest(kind="local", repo=str(tmp_path), prefix="run"))
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "logs").write_text("not a folder")
+    assert LocalStore().console_tail(spec, 0, 0) is None
+    (tmp_path / "run" / "logs").unlink()
+    logs = tmp_path / "run" / "logs" / spec.job_id
+    logs.mkdir(parents=True)
+    (logs / console_name(0)).symlink_to(logs / console_name(0))
+    with pytest.raises(StoreError, match="Cannot read"):
+        LocalStore().console_tail(spec, 0, 0)
 
 
 def test_the_janitor_takes_the_tail_before_it_settles(ledger: Ledger) -> None:

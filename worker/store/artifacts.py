@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from worker.errors import StoreError
 from worker.spec import ArtifactDest, JobSpec
 
 
@@ -63,13 +64,16 @@ def console_name(segment: int) -> str:
 
 
 def read_from(path: Path, offset: int) -> bytes | None:
-    """`path`'s bytes from `offset` on; None if there is no such file."""
+    """`path`'s bytes from `offset` on; None if there is no such file (a folder of its path
+    being something else included); `StoreError` if it cannot be read."""
     try:
         with open(path, "rb") as fh:
             fh.seek(max(offset, 0))
             return fh.read()
-    except (FileNotFoundError, IsADirectoryError):
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
         return None
+    except OSError as exc:
+        raise StoreError(f"Cannot read {path}: {exc.strerror or exc}.") from exc
 
 
 def artifact_path(spec: JobSpec, name: str) -> str:
