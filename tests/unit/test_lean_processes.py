@@ -342,11 +342,27 @@ def test_a_client_that_reattaches_forwards_only_what_is_new(tmp_path: Path) -> N
     assert result.end_recorded and result.offset == 8
 
 
-def test_a_line_longer_than_a_read_and_a_last_line_without_newline(tmp_path: Path) -> None:
+def test_a_line_longer_than_a_read_and_a_last_item_cut_before_its_newline(
+    tmp_path: Path,
+) -> None:
     long = "y" * (5 * attach.READ_CHUNK + 7)
     feed, result = run_follow(tmp_path, framed(["short", long]), last="")  # no last newline
     assert [f[b"line"].decode() for _, f in feed.r.xrange(feed.keys.log("job1"))] == [
         "short",
         long,
     ]
-    assert result.end_recorded and not result.chatter
+    # The cell ends every item with a newline: one without is cut (its connection died), never
+    # taken as whole. The end it would have said is left for the next attach to read.
+    assert not result.end_recorded and result.chatter == [
+        f"cut off: @{NONCE}:{result.offset}:{result.offset}:e:END={result.offset}"
+    ]
+    assert feed.r.hget(feed.keys.watch("job1"), "exec_done") == b"0"
+
+
+def test_a_line_cut_by_the_end_of_the_output_is_not_forwarded(tmp_path: Path) -> None:
+    """The connection died in the middle of a framed line: never recorded as a whole line."""
+    cut = [*framed(["line-1", "line-2"])[:2], f"@{NONCE}:14:21:l:lin"]
+    feed, result = run_follow(tmp_path, cut, last="")
+    assert [f[b"line"] for _, f in feed.r.xrange(feed.keys.log("job1"))] == [b"line-1", b"line-2"]
+    assert result.offset == 14 and not result.end_recorded
+    assert feed.r.hget(feed.keys.watch("job1"), "log_offset") == b"14"

@@ -47,8 +47,9 @@ class Vm:
 
     def run(
         self, script: str, *args: str, job: str = "j1", ttl_s: int = 60,
-        job_args: Sequence[str] = (),
+        job_args: Sequence[str] = (), to_console: bool = False,
     ) -> Run:  # fmt: skip
+        """`to_console`: its output appended to run/console.log, as the launch cell starts it."""
         (self.content / "colab-user-job.sh").write_text(script)
         argv = [
             "bash", str(self.content / "colab-job.sh"), "--job", job, "--nonce", NONCE,
@@ -56,11 +57,20 @@ class Vm:
             "--prefix", "p", "--heartbeat-s", "1", "--sync-interval", "600", *args,
             "--", "bash", str(self.content / "colab-user-job.sh"), *job_args,
         ]  # fmt: skip
+        work = self.content / "colab-jobs" / job
+        if to_console:
+            (work / "run").mkdir(parents=True, exist_ok=True)
+            with open(work / "run" / "console.log", "ab") as console:
+                rc = subprocess.run(
+                    argv, cwd=self.content, env=self.env, stdout=console,
+                    stderr=subprocess.STDOUT, timeout=120, check=False,
+                ).returncode  # fmt: skip
+            return Run(rc, (work / "run" / "console.log").read_text(errors="replace"), work)
         done = subprocess.run(
             argv, cwd=self.content, env=self.env, capture_output=True, text=True, timeout=120,
             check=False,
         )  # fmt: skip
-        return Run(done.returncode, done.stdout + done.stderr, self.content / "colab-jobs" / job)
+        return Run(done.returncode, done.stdout + done.stderr, work)
 
 
 @dataclass(frozen=True)

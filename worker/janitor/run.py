@@ -29,6 +29,8 @@ from worker.janitor.snapshot import (
 )
 from worker.metrics.counts import count_janitor
 from worker.records.ledger import Ledger
+from worker.records.record import JobRecord
+from worker.records.tail import forward_stored_tail
 from worker.records.unheld import clear_dead_claim
 from worker.spec import JobSpec
 from worker.states import JobState
@@ -104,6 +106,9 @@ class JanitorDeps:
     me: Callable[[bool], str | None] = lambda remote: None
     # After a pass that listed the account: remember the account's balance (`colab usage`).
     note_usage: Callable[[str], None] = lambda account: None
+    # (spec, segment, offset) -> the console copy a segment's final upload stored, from that
+    # offset on (None: no copy): a settled job's last lines, when its VM went first.
+    console_tail: Callable[[JobSpec, int, int], bytes | None] = lambda spec, seg, at: None
 
 
 def janitor_pass(
@@ -315,11 +320,32 @@ def _settle(
         s = settle_outcome(rec, ledger.read_watch(f.subject), deps.verify, cancel)
     if s is None:
         return Row(f.kind, f.subject, f.seen, "left alone", "its session is not verified gone")
+    tail = _take_stored_tail(deps, rec)
     if not settle_job(ledger, f.subject, s, deps.location(rec.spec), vm_seen=not from_store):
         return Row(f.kind, f.subject, f.seen, "left alone", "its owner renewed the lease meanwhile")
     if settled is not None and (run := rec.get("tracker_run")):
         settled.append(TrackedRun(f.subject, run, s.state, s.reason, deps.ledger.clock.time()))
-    return Row(f.kind, f.subject, f.seen, f"did: settle {s.state.name}", s.reason)
+    return Row(f.kind, f.subject, f.seen, f"did: settle {s.state.name}", s.reason + tail)
+
+
+def _take_stored_tail(deps: JanitorDeps, rec: JobRecord) -> str:
+    """Before the job is reported ended: its console's last lines that no attach client
+    forwarded, from the copy its final upload stored (said on the job's log too)."""
+    raw = rec.get("segment") or "0"
+    segment, nonce = (int(raw) if raw.isdigit() else 0), rec.get("nonce") or ""
+    if not nonce:
+        return ""
+    try:
+        tail = forward_stored_tail(
+            deps.ledger, rec.job_id, segment, nonce,
+            lambda offset: deps.console_tail(rec.spec, segment, offset),
+        )  # fmt: skip
+    except ColabqError as exc:
+        return f"; its console's stored copy could not be read: {exc.advice()}"
+    said = tail.summary() if tail.found else ""
+    if said:
+        deps.ledger.append_log(rec.job_id, f"[janitor] {said}", stream="colabq")
+    return f"; {said}" if said else ""
 
 
 def _write_batch(

@@ -76,6 +76,10 @@ def build_janitor_deps(
     def location(spec: JobSpec) -> str:
         return build_store(spec.artifact, endpoint=endpoint, token=token).location(spec)
 
+    def console_tail(spec: JobSpec, segment: int, offset: int) -> bytes | None:
+        store = build_store(spec.artifact, endpoint=endpoint, token=token)
+        return store.console_tail(spec, segment, offset)
+
     def listing() -> ColabCli:
         home.mkdir(parents=True, exist_ok=True)
         return driver_at(settings, home / "colab-sessions.json")
@@ -149,6 +153,7 @@ def build_janitor_deps(
         watchdog_stale_s=watchdog_stale_after_s(settings), orphan_grace_s=settings.orphan_grace_s,
         stranded_grace_s=settings.stranded_grace_s, trackers=clients_from(settings),
         delete_ghosts=settings.tracker_delete_ghosts, me=me, note_usage=note_usage,
+        console_tail=console_tail,
     )  # fmt: skip
 
 

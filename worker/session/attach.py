@@ -277,8 +277,14 @@ def _read(
                 continue
             whole = b"".join([*pending, chunk[:cut]])
             pending = [chunk[cut + 1 :]]
-        elif any(pending):  # the last line, without its newline
-            whole, pending = b"".join(pending), []
+        elif any(pending):
+            # The output ended inside a line (the connection died mid-message): the cell ends
+            # every item with a newline, so this is a cut item, never forwarded (it would
+            # record a truncated line as complete). The next attach reads it again whole.
+            rest = b"".join(pending).decode("utf-8", errors="replace")
+            chatter.append(f"cut off: {rest[:200]}")
+            print(f"colab exec: output cut off inside a line: {rest[:200]}", file=sys.stderr)
+            break
         else:
             break
         # A newline never sits inside a UTF-8 sequence: decoding whole lines at once replaces

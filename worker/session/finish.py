@@ -16,6 +16,7 @@ from worker.colab.release import ReleaseOutcome, release_session
 from worker.errors import ColabqError
 from worker.fleet.causes import Cause, PutBack
 from worker.records.record import JobRecord
+from worker.records.tail import forward_stored_tail
 from worker.records.unheld import note_reason
 from worker.session import codereport, procs
 from worker.session import plan as vmplan
@@ -58,6 +59,7 @@ class Finishing(JobRun):
         if v is not None and v.exit_code is not None:
             self.exit_code = v.exit_code
             self.log(f"the VM is gone ({how}); the store has the job's exit code {v.exit_code}")
+            self._take_stored_tail()
             self._to(S.PERSISTING, f"job exited {self.exit_code}; verifying artifacts")
             return
         synced = v.summary() if v is not None else "the store could not be read"
@@ -65,6 +67,21 @@ class Finishing(JobRun):
         if self.restarts < self.spec.max_restarts:
             raise Finish(S.RESTARTING, reason)
         raise Finish(S.VM_LOST, reason)
+
+    def _take_stored_tail(self) -> None:
+        """The job ended and its VM is gone: whatever of its console no attach client forwarded
+        comes from the copy its final upload stored, before the job is reported ended."""
+        spec, segment = self.spec, self.segment
+        try:
+            tail = forward_stored_tail(
+                self.d.ledger, self.job_id, segment, self.nonce,
+                lambda offset: self.d.store.console_tail(spec, segment, offset),
+            )  # fmt: skip
+        except ColabqError as exc:
+            self.log(f"the console log of the job's final upload could not be read: {exc.advice()}")
+            return
+        if said := tail.summary():
+            self.log(said)
 
     def _persist(self, rec: JobRecord) -> None:
         if self.exit_code is None:

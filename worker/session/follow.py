@@ -78,7 +78,7 @@ class Follower:
         next_attach_at = self.clock.monotonic()
         attached_at = self.clock.monotonic()
         while True:
-            if self.ledger.read_watch(self.job_id).get("exec_end") is not None:
+            if self._end_forwarded():
                 return FollowResult(Ended.JOB_ENDED, "the job's end was forwarded")
             if reason := self.cancelled():
                 return FollowResult(Ended.CANCELLED, f"cancelled while running: {reason}")
@@ -118,6 +118,13 @@ class Follower:
             attached_at = self.clock.monotonic()
             next_attach_at = attached_at + backoff_s
             backoff_s = min(max(1.0, backoff_s * 2), self.backoff_max_s)
+
+    def _end_forwarded(self) -> bool:
+        """The attach's end, or the wrapper's DONE: every line before it was forwarded (in
+        order), and nothing after it is the job's. A client cut between the two (its connection
+        died with the output) leaves DONE alone; attaching again would wait for the wrapper."""
+        w = self.ledger.read_watch(self.job_id)
+        return w.get("exec_end") is not None or w.get("exec_done") is not None
 
     def _wait_while_alive(self, client: ProcRef) -> None:
         """Up to a poll, but back at once when the client ends (it ends on the job's end)."""
@@ -165,7 +172,7 @@ class Follower:
 
     def _session_gone(self) -> FollowResult | None:
         """After the client died: is the session gone? (The watchdog may have seen it.)"""
-        if self.ledger.read_watch(self.job_id).get("exec_end") is not None:
+        if self._end_forwarded():
             return FollowResult(Ended.JOB_ENDED, "the job's end was forwarded")
         if self.files.gone(self.session):
             return FollowResult(Ended.SESSION_GONE, "the watchdog found the session gone")

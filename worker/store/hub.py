@@ -1,10 +1,11 @@
 """The Hugging Face Hub artifact store (`ArtifactDest.kind == "hf"`).
 
-Owns `HubStore`: the `ArtifactStore` protocol for Hub destinations (`location`, `verify` with the
-same layout and semantics as `LocalStore`), the output-repo check (exists or is created private,
-is private, this token can write), `exists_nonempty`/`download` for declared inputs and resumes,
-and `upload_folder` with colabq's own commit-level retry. Every client error leaves this module
-as a `StoreError` subclass with the client's exception kept as its cause.
+Owns `HubStore`: the `ArtifactStore` protocol for Hub destinations (`location`, `verify` and
+`console_tail` with the same layout and semantics as `LocalStore`), the output-repo check (exists
+or is created private, is private, this token can write), `exists_nonempty`/`download` for
+declared inputs and resumes, and `upload_folder` with colabq's own commit-level retry. Every
+client error leaves this module as a `StoreError` subclass with the client's exception kept as
+its cause.
 
 This is the only colabq module that imports `huggingface_hub`, and only inside functions. The URI
 grammar, the retry policy and the transfer primitives live in the VM uploader
@@ -32,7 +33,14 @@ from worker.errors import (
     StoreError,
 )
 from worker.spec import ArtifactDest, JobSpec
-from worker.store.artifacts import Verification, artifact_path, logs_path, parse_exit_code
+from worker.store.artifacts import (
+    Verification,
+    artifact_path,
+    console_name,
+    logs_path,
+    parse_exit_code,
+    read_from,
+)
 from worker.vm.colabq_sync import (
     HubRef,
     Inspection,
@@ -132,6 +140,22 @@ class HubStore:
         ok = not missing and exit_code is not None
         detail = "" if ok else f"missing: {', '.join(missing) or 'a readable exit_code'}"
         return Verification(ok, exit_code, tuple(present), tuple(missing), detail)
+
+    def console_tail(self, spec: JobSpec, segment: int, offset: int) -> bytes | None:
+        """The stored console copy from `offset` on (downloaded whole: the Hub serves no byte
+        range through the client); None when the repo holds no such file."""
+        repo = dest_ref(spec.artifact)
+        path = f"{logs_path(spec)}/{console_name(segment)}"
+        ref = HubRef(repo.repo_type, repo.repo_id, None, path)
+        api = self._api()
+        with tempfile.TemporaryDirectory(prefix="colabq-hub-") as tmp:
+            try:
+                local = self._call(
+                    "download", ref, lambda: download_path(api, ref, Path(tmp), "file")
+                )
+            except HubNotFound:
+                return None
+            return read_from(local, offset)
 
     # --- repos and paths ----------------------------------------------------------------------
 

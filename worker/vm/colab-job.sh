@@ -7,7 +7,8 @@
 # self-release only after the final upload succeeded (otherwise the VM holds the only copy of the
 # results) and only after giving its owner `--release-hold-s` to stop the VM itself.
 #
-# Everything it prints goes to run/console.log, which attach cells follow by byte offset.
+# Everything it prints goes to run/console.log, which attach cells follow by byte offset; the
+# final upload stores a copy of it (logs/console.log) for a VM gone before its tail was forwarded.
 #
 # Usage: bash colab-job.sh --job ID --nonce N --ttl S --sync-interval S --dest-kind K
 #          --dest-repo R --dest-type T --prefix P [--sync PATH]... [--token-file F]
@@ -100,8 +101,9 @@ if [ -n "$JOB_UID" ]; then
   chgrp "$JOB_GID" "$WORK" && chmod 1775 "$WORK"
   chmod 644 "$ROOT/colab-user-job.sh" "$ROOT/colabq_envcheck.py" 2>/dev/null
 fi
-# Each segment of a restarted job keeps its own log beside the earlier ones.
+# Each segment of a restarted job keeps its own log (and console copy) beside the earlier ones.
 if [ "$SEGMENT" = "0" ]; then JOB_LOG="$LOGS/job.log"; else JOB_LOG="$LOGS/job.s$SEGMENT.log"; fi
+if [ "$SEGMENT" = "0" ]; then CONSOLE_COPY="$LOGS/console.log"; else CONSOLE_COPY="$LOGS/console.s$SEGMENT.log"; fi
 sentinel() { echo "__COLABQ_${NONCE}_$1__=$2"; }
 # A shell's or a launcher's line saying what it could not run (exit 126 or 127).
 CANNOT_RUN=': (command not found|not found|Permission denied|No such file or directory|Is a directory|cannot execute.*)$'
@@ -175,6 +177,14 @@ sync_all() {
     [ -e "$JOB_DIR/$p" ] || continue
     upload "$JOB_DIR/$p" "${PREFIX:+$PREFIX/}$(basename "$p")" || return 1
   done
+}
+
+final_sync() {
+  # The last upload: the console as it stands (every line up to the job's exit status) goes with
+  # the logs, byte for byte, so that its tail survives a VM that goes before an attach client
+  # forwarded it (the owner then forwards it from the store, from its recorded offset).
+  [ -f "$RUN/console.log" ] && cp "$RUN/console.log" "$CONSOLE_COPY"
+  sync_all
 }
 
 finish() {
@@ -271,7 +281,7 @@ if [ -n "$CODE_MODE" ]; then
   rc=$?
   if [ "$rc" != 0 ]; then
     echo "colabq: the job's code or environment is not ready; the job does not run" | tee -a "$JOB_LOG"
-    sync_all || true
+    final_sync || true
     finish "$rc" done
     exit "$rc"
   fi
@@ -291,7 +301,7 @@ if [ -n "$RESUME_URI" ]; then
   else
     echo "colabq: resume checkpoint $RESUME_URI missing or empty; the job does not run" | tee -a "$JOB_LOG"
     sentinel RESUME failed
-    sync_all || true
+    final_sync || true
     finish 3 done
     exit 3
   fi
@@ -379,7 +389,7 @@ if [ "$rc" = 126 ] || [ "$rc" = 127 ]; then
 fi
 sentinel EXIT "$rc"
 
-if sync_all; then
+if final_sync; then
   sentinel FINAL_UPLOAD ok
   finish "$rc" done
   if [ -n "${TBE_RUNTIME_ADDR:-}" ]; then
