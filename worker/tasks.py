@@ -26,6 +26,7 @@ from worker.fleet.causes import Cause
 from worker.fleet.hooks import FleetHooks, build_fleet_hooks
 from worker.fleet.putback import Attempt, give_back_host
 from worker.people.owners import owner_of
+from worker.records import ids
 from worker.records.claim import Claim, claim_and_start
 from worker.records.ledger import Ledger
 from worker.session.job import Claimed
@@ -143,10 +144,10 @@ def _setup_failed(
 def _fail_refused(payload: str, ledger: Ledger, reason: str) -> None:
     """FAILED with `reason`, if the payload names a job the ledger holds as QUEUED."""
     try:
-        job_id = json.loads(payload).get("job_id")
+        job_id = ids.job_id(json.loads(payload).get("job_id"))
     except (ValueError, AttributeError):
         return
-    if not isinstance(job_id, str):
+    if job_id is None:  # not a job id: never a key to write
         return
     try:
         ledger.transition(job_id, JobState.FAILED, owner="", reason=reason[:1000])
@@ -252,6 +253,9 @@ def adopt_task(self: Any, job_id: str) -> dict[str, Any]:
     """A restarted worker takes back a job it owned before it died, and finishes it."""
     from worker.accounts.login import AccountMismatch
 
+    if ids.job_id(job_id) is None:  # a message anyone may push: never a path or a key
+        ids.report("job id", f"the arguments of task {ADOPT}", job_id)
+        return {"state": "refused", "reason": "not a job id"}
     ctx = worker_context()
     hostname = getattr(self.request, "hostname", None) or socket.gethostname()
     try:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from worker.errors import UserInputError
+from worker.records import ids
 from worker.states import TERMINAL, JobState
 
 if TYPE_CHECKING:
@@ -114,16 +115,22 @@ end
 # KEYS: the job hash. ARGV: the key prefix, job id, now, the deferred set (undeclared, written
 # with pcall: a write Redis ACLs refuse leaves the dependant to its backstop retry). The job's
 # dependants still QUEUED and unowned are made due now (`fleet.prober` then judges each).
-NUDGE = """
+NUDGE = (
+    ids.LUA_NAMES
+    + """
 for _, id in ipairs(redis.call('SMEMBERS', KEYS[1] .. ':dependants')) do
   local k = ARGV[1] .. ':job:' .. id
-  local st, owner = redis.call('HGET', k, 'state'), redis.call('HGET', k, 'owner') or ''
+  local st, owner = nil, ''
+  if is_job_id(id) then  -- a member that is no job id names no key (`worker.records.ids`)
+    st, owner = redis.call('HGET', k, 'state'), redis.call('HGET', k, 'owner') or ''
+  end
   if st == 'queued' and owner == '' then
     redis.pcall('HSET', k, 'retry_at', ARGV[3])
     redis.pcall('ZADD', ARGV[4], ARGV[3], id)
   end
 end
 """
+)
 
 
 def nudge_dependants(client: Any, keys: Keys, job_id: str, now: float) -> None:
