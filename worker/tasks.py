@@ -29,6 +29,8 @@ from worker.people.owners import owner_of
 from worker.records import ids
 from worker.records.claim import Claim, claim_and_start
 from worker.records.ledger import Ledger
+from worker.records.record import DamagedRecord
+from worker.records.vms import NotTheJobsVm
 from worker.session.job import Claimed
 from worker.session.jobfiles import JobFiles
 from worker.session.owner import adopt_job, host_id, own_job
@@ -263,7 +265,9 @@ def adopt_task(self: Any, job_id: str) -> dict[str, Any]:
             job_id, ctx.settings, ctx.ledger,
             worker_name=hostname, on_state=_flower(self), beat_ledger=ctx.beat_ledger,
         )  # fmt: skip
-    except AccountMismatch as exc:  # its VM is on another account: that account's hosts' job
+    # Its VM is on another account (that account's hosts' job), or its record names a VM not
+    # its own or cannot be read: nothing is done with it.
+    except (AccountMismatch, NotTheJobsVm, DamagedRecord) as exc:
         log.warning("not adopting %s: %s", job_id, exc.advice())
         return {"state": "skipped", "reason": exc.advice()}
     if outcome is None:

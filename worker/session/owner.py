@@ -32,6 +32,7 @@ from worker.fleet.putback import Attempt, give_back_host
 from worker.records import ids
 from worker.records.lease import Heartbeat
 from worker.records.ledger import Ledger
+from worker.records.vms import check_vm
 from worker.session.hubtoken import token_path
 from worker.session.job import Claimed
 from worker.session.jobfiles import JobFiles
@@ -235,6 +236,9 @@ def adopt_job(
     # A host of another account never acts on the job's VM: its `colab status` cannot see it,
     # and "not found" would read as a lost VM (restarted here, while it runs on there).
     check_may_act(job_id, rec.get("account"), settings)
+    # Only the job's own VM: a colabq name, and the endpoint the index maps to this job.
+    name, endpoint = rec.get("session"), rec.get("endpoint")
+    check_vm(ledger, job_id, name, endpoint, settings.session_prefix)
     new_owner = secrets.token_hex(16)
     if not _take(ledger, rec.owner, job_id, new_owner, settings):
         return None
@@ -242,7 +246,6 @@ def adopt_job(
     script = files.root / SCRIPT
     if not script.exists():  # adopted from another host: the job's script lived there
         script.write_text(rec.spec.script)
-    name, endpoint = rec.get("session"), rec.get("endpoint")
     if name and endpoint:
         try:
             write_adoption_record(
