@@ -153,6 +153,7 @@ def build_janitor_deps(
         watchdog_stale_s=watchdog_stale_after_s(settings), orphan_grace_s=settings.orphan_grace_s,
         stranded_grace_s=settings.stranded_grace_s, trackers=clients_from(settings),
         delete_ghosts=settings.tracker_delete_ghosts, me=me, note_usage=note_usage,
+        session_prefix=settings.session_prefix, reconcile_keys=settings.janitor_reconcile_keys,
     )  # fmt: skip
 
 
