@@ -37,7 +37,7 @@ def sweep_rows(ledger: Ledger, sweep_id: str) -> list[dict[str, Any]]:
         raw = ledger.r.hmget(ledger.keys.job(job_id), "state", "run_name", "reason")
         if raw[0] is None:
             continue  # the record expired; the index outlived it
-        state, run, reason = (v.decode() if v else "" for v in raw)
+        state, run, reason = (v.decode(errors="replace") if v else "" for v in raw)
         rows.append({"job_id": job_id, "run": run, "state": state.upper(), "reason": reason})
     return rows
 

@@ -149,3 +149,27 @@ def test_status_lists_the_good_jobs_and_the_damaged_beside_junk_ids(
     assert one.returncode == exitcodes.NOT_OVER and good in one.stdout, one.stderr
     worse = run(env, "status", damaged)
     assert "damaged" in (worse.stdout + worse.stderr) and "Traceback" not in worse.stderr
+
+
+def test_usage_workers_and_a_sweeps_view_beside_junk(
+    ledger: Ledger, env: dict[str, str | None]
+) -> None:
+    import time
+
+    from worker.flow.sweeps import SweepTag, new_sweep_id
+    from worker.records.fleet import WorkerCard, publish
+
+    sid = new_sweep_id(None)
+    [(point, _)] = ledger.create_many([make_spec()], sweep=SweepTag(sid, 0))
+    ledger.r.hset(ledger.keys.job(point), "run_name", b"\xffrun")
+    ledger.r.zadd(ledger.keys.jobs(), {b"\xff\xfe": time.time()})
+    now = time.time()
+    card = WorkerCard("w1@host", "host", ("T4",), ("gpu.t4",), None, now, now)
+    publish(ledger.r, ledger.keys, card)  # type: ignore[arg-type]
+    ledger.r.zadd(ledger.keys.workers(), {b"\xff": now + 60, b"a b": now + 60})
+    for args in (["usage", "--json"], ["workers", "--json"], ["status", "--sweep", sid, "--json"]):
+        got = run(env, *args)
+        assert got.returncode == 0 and "Traceback" not in got.stderr, (args, got.stderr)
+        assert json.loads(got.stdout) is not None
+    workers = run(env, "workers", "--json")
+    assert "w1@host" in workers.stdout and "a b" not in workers.stdout

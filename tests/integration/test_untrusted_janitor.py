@@ -237,3 +237,41 @@ def test_the_walk_goes_on_from_where_the_last_pass_stopped(
             break
     assert passes > 1 and sorted(found) == sorted(lost)  # each found once, over several passes
     assert r.scard(k.active()) == 30
+
+
+class SentApp:
+    def __init__(self) -> None:
+        self.sent: list[str] = []
+
+    def send_task(self, name: str, args: list[str], **_: object) -> None:
+        self.sent.append(json.loads(args[0])["job_id"])
+
+
+def test_the_prober_sends_the_due_jobs_whatever_their_neighbours_records_hold(
+    ledger: Ledger, queue_prefix: str
+) -> None:
+    from worker.fleet.prober import Prober
+    from worker.settings import load_settings
+
+    r, k = ledger.r, ledger.keys
+    now = ledger.clock.time()
+    due, _ = ledger.create(make_spec())
+    # Jobs whose dependencies name no job, or a job whose record is damaged: they can never run.
+    broken, _ = ledger.create(make_spec())
+    dep, _ = ledger.create(make_spec())
+    r.hset(k.job(dep), "state", "exploded")
+    r.hset(k.job(broken), "after", f"{dep}:ok")
+    nameless, _ = ledger.create(make_spec())
+    r.hset(k.job(nameless), "after", "../../x:ok")
+    for job_id in (due, broken, nameless):
+        r.hset(k.job(job_id), "retry_at", repr(now))
+    r.zadd(k.deferred(), {due: now, broken: now, nameless: now, b"../../y": now, b"\xff": now})
+    app = SentApp()
+    settings = load_settings(key_prefix=k.prefix, queue_prefix=queue_prefix)
+    prober = Prober(app, settings, ledger, "w@h", (), lambda s: None)  # type: ignore[arg-type]
+    prober.send_due(now)
+    assert app.sent == [due]
+    for job_id, why in ((broken, "damaged"), (nameless, "not a job id")):
+        rec = ledger.get(job_id)
+        assert rec.state is S.CANCELLED and why in rec.reason, rec.reason
+    assert r.zcard(k.deferred()) == 0

@@ -63,11 +63,16 @@ def satisfied(cond: str, state: JobState) -> bool:
 def verdict(ledger: Ledger, job_id: str) -> tuple[Literal["go", "wait", "never"], str]:
     """Whether the job's dependencies let it run now, and why not."""
     raw = ledger.r.hget(ledger.keys.job(job_id), "after")
-    for d in decode(raw.decode() if raw else ""):
+    for d in decode(ids.text(raw) or ""):
+        if ids.job_id(d.job) is None:  # names no job: it can never run (`ids`)
+            return "never", f"dependency {ids.shown(d.job)} is not a job id"
         st = ledger.r.hget(ledger.keys.job(d.job), "state")
         if st is None:
             return "never", f"dependency {d.job} is gone (its record expired)"
-        state = JobState(st.decode())
+        try:
+            state = JobState(ids.text(st) or "")
+        except ValueError:
+            return "never", f"dependency {d.job}'s record is damaged (state {ids.shown(st)})"
         if state not in TERMINAL:
             return "wait", f"waiting for {d.job} ({state.name}) to {_WANT[d.cond]}"
         if not satisfied(d.cond, state):
