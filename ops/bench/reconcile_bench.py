@@ -82,6 +82,19 @@ def anchor(r: redis.Redis, keys: Keys) -> None:
     pipe.execute()
 
 
+def cycle(ledger: Ledger, per_pass: int) -> tuple[int, set[str]]:
+    """Passes from the start until the cursor comes back to 0: how many, and what they found."""
+    ledger.r.delete(ledger.keys.reconcile_cursor())
+    found: set[str] = set()
+    passes = 0
+    while True:
+        walk = find_strays(ledger, per_pass, dry_run=False)
+        found |= {s.job_id for s in walk.strays}
+        passes += 1
+        if walk.cursor == "0":
+            return passes, found
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--jobs", type=int, default=100_000)
@@ -114,15 +127,7 @@ def main() -> int:
                 t0 = time.perf_counter()
                 anchor(client, keys)
                 anchors.append(time.perf_counter() - t0)
-            client.delete(keys.reconcile_cursor())
-            found: set[str] = set()
-            passes = 0
-            while True:
-                walk = find_strays(ledger, per_pass, dry_run=False)
-                found |= {s.job_id for s in walk.strays}
-                passes += 1
-                if walk.cursor == "0":
-                    break
+            passes, found = cycle(ledger, per_pass)
         finally:
             AbstractConnection.send_packed_command = _send  # type: ignore[method-assign]
     med, longest = statistics.median(walks), max(held)
