@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 from collections import OrderedDict
 from collections.abc import Iterable
 
@@ -51,6 +52,7 @@ _GRAMMARS = {
 # logged once, not every minute for ever (a bounded memory: the oldest are forgotten).
 _REPORTED_MAX = 1024
 _reported: OrderedDict[tuple[str, str], None] = OrderedDict()
+_reported_lock = threading.Lock()
 
 
 def text(raw: object) -> str | None:
@@ -122,11 +124,12 @@ def report(kind: str, where: str, raw: object) -> None:
     """Say once (per process, for the last `_REPORTED_MAX` distinct values) that `where` (a key
     name, a field, a task argument) held `raw`, which is no `kind`: it was skipped."""
     mark = (where, shown(raw))
-    if mark in _reported:
-        return
-    _reported[mark] = None
-    if len(_reported) > _REPORTED_MAX:
-        _reported.popitem(last=False)
+    with _reported_lock:  # a worker's threads (prober, card, metrics follower) report too
+        if mark in _reported:
+            return
+        _reported[mark] = None
+        if len(_reported) > _REPORTED_MAX:
+            _reported.popitem(last=False)
     log.warning("skipped %s in %s: not a %s", shown(raw), where, kind)
 
 
