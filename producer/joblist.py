@@ -24,6 +24,7 @@ from typing import Any
 
 from worker.colab import rates
 from worker.errors import UserInputError
+from worker.records import ids
 from worker.records.keys import Keys
 from worker.states import TERMINAL, JobState
 from worker.utils import parse_duration_s
@@ -187,10 +188,11 @@ def read_listing(r: Any, keys: Keys, filters: Filters, *, limit: int, page: int)
     if filters.live_only:
         pipe.smembers(keys.active())
     replies = pipe.execute()
-    known = [i.decode() for i in replies[0]]
-    candidates = known if filters.since is None else [i.decode() for i in replies[1]]
+    # Index members that are no job id are reported and skipped (`worker.records.ids`).
+    known = ids.members("job id", replies[0], keys.jobs())
+    candidates = known if filters.since is None else ids.members("job id", replies[1], keys.jobs())
     if filters.live_only:
-        live = {i.decode() for i in replies[-1]}
+        live = set(ids.members("job id", replies[-1], keys.active()))
         candidates = [i for i in candidates if i in live]
     start = (page - 1) * limit
     if filters.by_fields:

@@ -12,6 +12,8 @@ import redis
 
 from worker.clock import SystemClock
 from worker.colab.driver import ColabCli
+from worker.errors import refuse
+from worker.records import ids
 from worker.records.keys import Keys
 from worker.records.ledger import Ledger
 from worker.records.redisconn import connect
@@ -57,8 +59,9 @@ def connect_ledger(settings: Settings) -> Ledger:
 
 
 def job_dir(settings: Settings, job_id: str) -> Path:
-    """This worker host's folder for one job: the CLI's sessions.json, the driver, results."""
-    return settings.state_dir / "jobs" / job_id
+    """This worker host's folder for one job: the CLI's sessions.json, the driver, results.
+    UntrustedValue for anything but a job id: no other name ever becomes a path here."""
+    return settings.state_dir / "jobs" / (ids.job_id(job_id) or refuse("job id", "a job", job_id))
 
 
 def driver_at(settings: Settings, config: Path) -> ColabCli:

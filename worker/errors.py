@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NoReturn
 
 
 class ColabqError(Exception):
@@ -104,6 +105,23 @@ class StaleOwner(LedgerError, PermissionError):
     def __init__(self, job_id: str) -> None:
         super().__init__(f"Job {job_id} is owned by another runner now.")
         self.job_id = job_id
+
+
+class UntrustedValue(LedgerError, ValueError):
+    """A value read back (from Redis, a message or a spec) is not what its grammar allows
+    (`worker.records.ids`): nothing was done with it. `shown` is its repr, cut short."""
+
+    def __init__(self, kind: str, where: str, raw: object) -> None:
+        shown = repr(raw) if len(repr(raw)) <= 60 else f"{repr(raw)[:57]}..."
+        super().__init__(f"{where} holds {shown}, which is not a {kind}: nothing was done with it.")
+        self.kind, self.where, self.shown = kind, where, shown
+
+    hint = "Something wrote it that should not have: an operator may inspect it with redis-cli."
+
+
+def refuse(kind: str, where: str, raw: object) -> NoReturn:
+    """Raise UntrustedValue: `ids.job_id(raw) or refuse("job id", where, raw)`."""
+    raise UntrustedValue(kind, where, raw)
 
 
 def redacted_url(url: str) -> str:

@@ -15,6 +15,7 @@ from typing import Any
 
 from celery.signals import worker_init, worker_ready, worker_shutdown
 
+from worker.records import ids
 from worker.settings import Settings, load_settings
 from worker.tasknames import ADOPT, RUN_JOB
 
@@ -90,9 +91,10 @@ def _publish_card(sender: Any, **_: Any) -> None:
     def current_job() -> str | None:
         for req in list(state.active_requests):
             if req.task_name == RUN_JOB:
-                return str(req.id).split(".", 1)[0]  # a fallback type's copy: `<job id>.<type>`
+                # The copy's own job: its message's spec says it (a task id may read two ways).
+                return _job_of_message(req.args)
             if req.task_name == ADOPT and req.args:
-                return str(req.args[0])
+                return ids.job_id(req.args[0])
         return None
 
     client = build_redis(settings, retry_s=0)  # a beat skipped in an outage; the card lives on
@@ -150,6 +152,16 @@ def _withdraw_card(**_: Any) -> None:
         _card_keeper.stop()
     if _prober is not None:
         _prober.stop()
+
+
+def _job_of_message(args: Any) -> str | None:
+    """The job id a run_job message's spec names, if it is one."""
+    import json
+
+    try:
+        return ids.job_id(json.loads(args[0]).get("job_id"))
+    except (ValueError, TypeError, IndexError, KeyError, AttributeError):
+        return None
 
 
 def orphans_to_adopt(settings: Settings, queues: list[str]) -> list[str]:

@@ -174,6 +174,9 @@ class Settings(BaseSettings):
     # after this long is sent again, once.
     orphan_grace_s: float = Field(default=90.0, ge=0)
     stranded_grace_s: float = Field(default=600.0, ge=0)
+    # Keys of the Redis database a janitor pass walks (SCAN, from where the last pass stopped)
+    # to find live jobs missing from the index of live jobs (`worker.janitor.reconcile`); 0: off.
+    janitor_reconcile_keys: int = Field(default=20_000, ge=0)
     # A watchdog heartbeat older than this: the watchdog (and its host) is gone. Unset: derived
     # from the watchdog's poll (`worker.janitor.beats`: 3 missed polls + 5 s, at least 10 s).
     watchdog_stale_s: float | None = Field(default=None, gt=0)

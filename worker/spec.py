@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from worker.errors import SpecError
+from worker.records import ids
 
 # Re-exported: the limits' arithmetic lives in `worker.timelimit` (free of pydantic).
 from worker.timelimit import KILL_AFTER_S as KILL_AFTER_S
@@ -156,7 +157,7 @@ class JobSpec(BaseModel):
 
     schema_version: Literal[1] = SCHEMA_VERSION
     # 16 hex digits, then `.<owner>` under Redis ACLs (`worker.people`).
-    job_id: str = Field(pattern=r"^[a-z0-9]{8,40}(\.[a-z0-9][a-z0-9_-]{0,31})?$")
+    job_id: str = Field(pattern=rf"^{ids.JOB_ID.pattern}$")
     idempotency_key: str = Field(min_length=1, max_length=200)
     run_name: str = Field(min_length=1, max_length=96, pattern=RUN_NAME_PATTERN)
     commit: str = Field(default="", max_length=64)

@@ -26,8 +26,11 @@ from worker.fleet.causes import Cause
 from worker.fleet.hooks import FleetHooks, build_fleet_hooks
 from worker.fleet.putback import Attempt, give_back_host
 from worker.people.owners import owner_of
+from worker.records import ids
 from worker.records.claim import Claim, claim_and_start
 from worker.records.ledger import Ledger
+from worker.records.record import DamagedRecord
+from worker.records.vms import NotTheJobsVm
 from worker.session.job import Claimed
 from worker.session.jobfiles import JobFiles
 from worker.session.owner import adopt_job, host_id, own_job
@@ -143,10 +146,10 @@ def _setup_failed(
 def _fail_refused(payload: str, ledger: Ledger, reason: str) -> None:
     """FAILED with `reason`, if the payload names a job the ledger holds as QUEUED."""
     try:
-        job_id = json.loads(payload).get("job_id")
+        job_id = ids.job_id(json.loads(payload).get("job_id"))
     except (ValueError, AttributeError):
         return
-    if not isinstance(job_id, str):
+    if job_id is None:  # not a job id: never a key to write
         return
     try:
         ledger.transition(job_id, JobState.FAILED, owner="", reason=reason[:1000])
@@ -252,6 +255,9 @@ def adopt_task(self: Any, job_id: str) -> dict[str, Any]:
     """A restarted worker takes back a job it owned before it died, and finishes it."""
     from worker.accounts.login import AccountMismatch
 
+    if ids.job_id(job_id) is None:  # a message anyone may push: never a path or a key
+        ids.report("job id", f"the arguments of task {ADOPT}", job_id)
+        return {"state": "refused", "reason": "not a job id"}
     ctx = worker_context()
     hostname = getattr(self.request, "hostname", None) or socket.gethostname()
     try:
@@ -259,7 +265,9 @@ def adopt_task(self: Any, job_id: str) -> dict[str, Any]:
             job_id, ctx.settings, ctx.ledger,
             worker_name=hostname, on_state=_flower(self), beat_ledger=ctx.beat_ledger,
         )  # fmt: skip
-    except AccountMismatch as exc:  # its VM is on another account: that account's hosts' job
+    # Its VM is on another account (that account's hosts' job), or its record names a VM not
+    # its own or cannot be read: nothing is done with it.
+    except (AccountMismatch, NotTheJobsVm, DamagedRecord) as exc:
         log.warning("not adopting %s: %s", job_id, exc.advice())
         return {"state": "skipped", "reason": exc.advice()}
     if outcome is None:

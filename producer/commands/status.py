@@ -274,9 +274,10 @@ def _problem(exc: Exception) -> str:
 
 def _short_id(settings: Settings, ledger: Ledger, job_id: str) -> str:
     from producer.joblist import short_ids
+    from worker.records import ids
 
     known = _reading(settings, lambda: ledger.r.zrange(ledger.keys.jobs(), 0, -1))
-    return short_ids((i.decode() for i in known), [job_id])[job_id]
+    return short_ids(ids.members("job id", known, ledger.keys.jobs()), [job_id])[job_id]
 
 
 def _live(draw: Callable[[], tuple[RenderableType, bool]], every_s: float) -> bool:

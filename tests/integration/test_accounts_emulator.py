@@ -10,7 +10,7 @@ import pytest
 
 from ops.chaos.env import EMULATOR
 from tests.colab_standin import WHOAMI_FAILS, WHOAMI_NO_EMAIL, colab_with
-from tests.factories import make_spec
+from tests.factories import SESSION, make_spec
 from worker.accounts.login import AccountMismatch, check_may_act, host_account
 from worker.clock import FakeClock
 from worker.records.keys import Keys
@@ -54,7 +54,7 @@ def test_a_host_of_another_account_never_adopts_the_job(host: dict[str, object])
     assert ledger.claim(job_id, "w1", ttl_s=30)
     ledger.transition(job_id, S.ALLOCATING, owner="w1", reason="claimed")
     ledger.set_fields(job_id, owner="w1", account="b@colab.example", endpoint="gpu-1",
-                      session="colabq-x")  # fmt: skip
+                      session=SESSION)  # fmt: skip
     ledger.release_lock(job_id, "w1")
     with pytest.raises(AccountMismatch) as caught:
         adopt_job(job_id, settings, ledger, worker_name="adopter")

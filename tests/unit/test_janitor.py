@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import fakeredis
 import pytest
 
-from tests.factories import make_spec
+from tests.factories import SESSION, make_spec
 from worker.clock import FakeClock
 from worker.colab.parse import ServerSession
 from worker.errors import ColabTransportError
@@ -87,7 +87,7 @@ def test_settle_outcome(
 
 def view(job_id: str = "j1", state: S | None = S.RUNNING, **kw: object) -> JobView:
     base: dict[str, object] = dict(
-        job_id=job_id, state=state, owner="o", endpoint="gpu-1", session="colabq-x",
+        job_id=job_id, state=state, owner="o", endpoint="gpu-1", session=SESSION,
         created_at=NOW - 10, lock_held=False, watchdog_beat_at=None, gone_verified=False,
         exec_exit=None, final_upload=None, results_local=None, cancel=False, resent_at=None,
         lease_expired=True,
@@ -200,7 +200,7 @@ def _running_job(ledger: Ledger, endpoint: str = "gpu-1") -> str:
     job_id, _ = ledger.create(make_spec())
     assert ledger.claim(job_id, "w1", ttl_s=30)
     ledger.transition(job_id, S.ALLOCATING, owner="w1", reason="claimed")
-    ledger.set_fields(job_id, owner="w1", endpoint=endpoint, session="colabq-x")
+    ledger.set_fields(job_id, owner="w1", endpoint=endpoint, session=SESSION)
     ledger.transition(job_id, S.STARTING, owner="w1", reason="up")
     ledger.transition(job_id, S.RUNNING, owner="w1", reason="run")
     return job_id

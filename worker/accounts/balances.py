@@ -42,8 +42,8 @@ def parse_balances(raw_hash: Mapping[Any, Any]) -> dict[str, Balance]:
     """The balances hash as read (`HGETALL`), by account; a damaged entry is skipped."""
     found: dict[str, Balance] = {}
     for raw_account, raw in raw_hash.items():
-        account = raw_account.decode() if isinstance(raw_account, bytes) else str(raw_account)
         try:
+            account = raw_account.decode() if isinstance(raw_account, bytes) else str(raw_account)
             d = json.loads(raw)
             found[account] = Balance(
                 account, float(d["balance_units"]), float(d["rate_per_hour"]),

@@ -19,7 +19,6 @@ import contextlib
 import json
 import os
 import pwd
-import re
 import signal
 import subprocess
 import tempfile
@@ -68,11 +67,12 @@ from worker.errors import (
     SessionNameInUse,
     SpecError,
 )
+from worker.records import ids
 
 # The CLI maps any other --gpu value to A100 without a word (spec §1, §5).
 GPU_TYPES = ("T4", "L4", "G4", "A100", "H100")
 # Names become CLI file names (history/<name>.jsonl) and must never parse as an option.
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
+_NAME = ids.SESSION
 
 __all__ = [
     "GPU_TYPES",

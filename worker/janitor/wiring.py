@@ -37,11 +37,12 @@ from worker.colab.driver import ColabCli, ServerSession
 from worker.colab.records import write_adoption_record
 from worker.colab.release import release_session
 from worker.deps import driver_at
-from worker.errors import ColabqError
-from worker.fleet.dispatch import job_of_task
+from worker.errors import ColabqError, refuse
+from worker.fleet.dispatch import jobs_of_task
 from worker.janitor.beats import watchdog_lost_after_s
 from worker.janitor.run import JanitorDeps
 from worker.janitor.snapshot import JobView
+from worker.records import ids
 from worker.records.keys import queue_lists
 from worker.records.ledger import Ledger
 from worker.session.owner import read_token
@@ -102,7 +103,9 @@ def build_janitor_deps(
         name = rec.get("session")
         if not name:
             return "no session name recorded: left for a person"
-        folder = home / "jobs" / job.job_id
+        if ids.owned_session(name, settings.session_prefix) is None:
+            return f"session {ids.shown(name)} is not one of colabq's: left for a person"
+        folder = home / "jobs" / (ids.job_id(job.job_id) or refuse("job id", "a job", job.job_id))
         folder.mkdir(parents=True, exist_ok=True)
         config = folder / "colab-sessions.json"
         write_adoption_record(
@@ -130,6 +133,7 @@ def build_janitor_deps(
         return "; ".join([*notes[-1:], outcome.value])
 
     def adopt(job_id: str) -> str:
+        job_id = ids.job_id(job_id) or refuse("job id", "a job to adopt", job_id)
         home.mkdir(parents=True, exist_ok=True)
         with open(home / f"adopt-{job_id}.log", "ab") as log:
             proc = subprocess.Popen(
@@ -154,6 +158,7 @@ def build_janitor_deps(
         stranded_grace_s=settings.stranded_grace_s, trackers=clients_from(settings),
         delete_ghosts=settings.tracker_delete_ghosts, me=me, note_usage=note_usage,
         console_tail=console_tail,
+        session_prefix=settings.session_prefix, reconcile_keys=settings.janitor_reconcile_keys,
     )  # fmt: skip
 
 
@@ -169,11 +174,11 @@ def waiting_job_ids(ledger: Ledger, queue_prefix: str) -> set[str]:
     for name in lists:
         pipe.lrange(name, 0, -1)
     found: set[str] = set()
-    for messages in pipe.execute():
-        for raw in messages:
+    for messages in pipe.execute(raise_on_error=False):
+        for raw in messages if isinstance(messages, list) else ():
             try:
                 task_id = json.loads(raw)["headers"]["id"]
             except (ValueError, KeyError, TypeError):
                 continue
-            found.add(job_of_task(str(task_id)))  # a fallback type's copy names its job too
+            found |= jobs_of_task(task_id)  # a fallback type's copy names its job too
     return found

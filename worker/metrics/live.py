@@ -15,18 +15,16 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from worker.metrics import labels
-from worker.records import events
+from worker.records import events, ids
 from worker.records.keys import Keys
 from worker.states import HOLDS_SESSION, TERMINAL, JobState
 
-JOB_ID = re.compile(r"[a-z0-9]{8,40}(\.[a-z0-9][a-z0-9_-]{0,31})?")  # `JobSpec.job_id`'s
 FIELDS = ("state", "gpu", "account", "user", "created_at", "restarts", "putbacks")
 PAGE = 1000
 _ENDED = frozenset(s.value for s in TERMINAL)
@@ -95,11 +93,11 @@ class LiveJobs:
     def load(self) -> int:
         """Read every live job again (the index, in pages); returns how many there are."""
         after = events.last_id(self.r, self.keys)
-        ids = sorted(self._valid(m.decode(errors="replace") for m in
-                                 self.r.smembers(self.keys.active())))  # fmt: skip
+        found = sorted(self._valid(m.decode(errors="replace") for m in
+                                   self.r.smembers(self.keys.active())))  # fmt: skip
         jobs: dict[str, LiveJob] = {}
-        for start in range(0, len(ids), self.page):
-            jobs.update(self._read(ids[start : start + self.page]))
+        for start in range(0, len(found), self.page):
+            jobs.update(self._read(found[start : start + self.page]))
         with self._lock:
             self._jobs, self.after = jobs, after
         return len(jobs)
@@ -107,9 +105,11 @@ class LiveJobs:
     def follow(self, block_ms: int) -> int:
         """Apply the log's entries after the last one applied (waiting up to `block_ms` for the
         first); returns how many entries there were."""
-        got = events.wait(self.r, self.keys, self.after, block_ms=block_ms)
+        got, after, skipped = events.wait(self.r, self.keys, self.after, block_ms=block_ms)
+        self.skipped += skipped  # entries that did not decode
         if not got:
-            return 0
+            self.after = after
+            return skipped
         touched = {e.job for e in got if e.kind in (events.STATE, "submit")}
         fresh = self._read(sorted(self._valid(touched)))
         with self._lock:
@@ -118,13 +118,13 @@ class LiveJobs:
                     self._jobs[job_id] = fresh[job_id]
                 else:
                     self._jobs.pop(job_id, None)
-            self.after = got[-1].id
-        return len(got)
+            self.after = after
+        return len(got) + skipped
 
-    def _valid(self, ids: Iterable[str]) -> set[str]:
+    def _valid(self, job_ids: Iterable[str]) -> set[str]:
         out = set()
-        for job_id in ids:
-            if JOB_ID.fullmatch(job_id):
+        for job_id in job_ids:
+            if ids.job_id(job_id) is not None:
                 out.add(job_id)
             else:
                 self.skipped += 1

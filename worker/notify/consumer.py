@@ -8,6 +8,7 @@ changes a job.
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import time
@@ -21,11 +22,13 @@ from worker.errors import JobNotFound
 from worker.metrics.counts import count_notify_failure
 from worker.notify.deliver import DeliveryFailed, deliver
 from worker.notify.targets import Target, wanted
-from worker.records import events
+from worker.records import events, ids
 from worker.records.ledger import Ledger
+from worker.records.record import DamagedRecord
 from worker.states import JobState
 
 GROUP = "notifier"
+log = logging.getLogger(__name__)
 
 
 def consumer_name() -> str:
@@ -67,9 +70,25 @@ class Notifier:
             rows += got[0][1]
         for entry_id, raw in rows:
             if raw:  # an entry trimmed away while pending comes back empty
-                self.handle(events.decode(entry_id, raw))
+                self._handle_one(entry_id, raw)
             r.xack(self.key, GROUP, entry_id)
         return len(rows)
+
+    def _handle_one(self, entry_id: Any, raw: Any) -> None:
+        """One entry, on its own: one that does not decode, or whose handling raises anything
+        but a Redis outage, is reported and acknowledged (never handled again: no crash loop)."""
+        try:
+            ev = events.decode(entry_id, raw)
+        except (ValueError, TypeError, KeyError) as exc:
+            ids.report("colabq event", f"{self.key} entry {ids.shown(entry_id)}", str(exc))
+            return
+        try:
+            self.handle(ev)
+        except (redis.ConnectionError, redis.TimeoutError):
+            raise  # left pending: taken again once Redis is back
+        except Exception as exc:
+            log.error("notifier: event %s of job %s not handled: %s", ev.id, ev.job, exc,
+                      exc_info=True)  # fmt: skip
 
     def run(self, stop: Callable[[], bool]) -> None:
         """Poll until `stop()`; Redis out of reach is waited for (the entries stay pending)."""
@@ -87,7 +106,7 @@ class Notifier:
         try:
             rec = self.ledger.get(ev.job)
             job_notify, run_name = rec.spec.notify, rec.spec.run_name
-        except JobNotFound:
+        except (JobNotFound, DamagedRecord):  # the deployment's targets are still told
             job_notify, run_name = (), ""
         payload = {**ev.to_json(), "run_name": run_name}
         for name, states in wanted(job_notify, self.deployment).items():

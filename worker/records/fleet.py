@@ -17,6 +17,7 @@ from typing import Any
 
 import redis
 
+from worker.records import ids
 from worker.records.keys import Keys
 
 CARD_TTL_S = 30.0
@@ -89,7 +90,7 @@ def live_workers(r: redis.Redis, keys: Keys, now: float | None = None) -> list[W
     """The cards of the workers alive now (two round trips), by name."""
     now = time.time() if now is None else now
     raw_names: list[Any] = list(r.zrangebyscore(keys.workers(), f"({now!r}", "+inf"))
-    names = [n.decode() if isinstance(n, bytes) else str(n) for n in raw_names]
+    names = ids.members("worker", raw_names, keys.workers())
     if not names:
         return []
     cards = [c for raw in r.mget([keys.worker_card(n) for n in names]) if (c := parse_card(raw))]

@@ -86,6 +86,10 @@ class Keys:
         the janitor asks the tracker whether each run was closed, and finishes it if not."""
         return f"{self.prefix}:janitor:tracker-check"
 
+    def reconcile_cursor(self) -> str:
+        """String: where the janitor's walk over the job records stopped (a SCAN cursor)."""
+        return f"{self.prefix}:janitor:reconcile-cursor"
+
     def adopting(self, job_id: str) -> str:
         """Set-if-absent with expiry: a janitor started an adopter for this job."""
         return f"{self.prefix}:job:{job_id}:adopting"

@@ -26,7 +26,7 @@ from worker.flow.sweeps import SweepTag
 from worker.metrics.ended import ended_facts, record_ended
 from worker.people.identity import Identity, identify
 from worker.people.owners import owner_of
-from worker.records import events, ownership
+from worker.records import events, ids, ownership
 from worker.records.create import CREATE_SCRIPT, create_jobs
 from worker.records.forward import Feed
 from worker.records.forward import ForwardItem as ForwardItem  # callers import it from here
@@ -34,11 +34,12 @@ from worker.records.keys import Keys
 from worker.records.ownership import Renewal
 from worker.records.record import (
     MAY_HOLD,
+    DamagedRecord,
     HistoryEntry,
     JobRecord,
     LogLine,
     check_fields,
-    decode_history_entry,
+    decode_history,
     decode_record,
     history_entry,
 )
@@ -164,22 +165,33 @@ class Ledger:
         raw = self.r.hget(self.keys.job(job_id), "state")
         if raw is None:
             raise JobNotFound(job_id)
-        return JobState(raw.decode())
+        try:
+            return JobState(raw.decode())
+        except ValueError:
+            raise DamagedRecord(job_id, f"state {ids.shown(raw)} unknown") from None
 
     def exists(self, job_id: str) -> bool:
         return bool(self.r.exists(self.keys.job(job_id)))
 
     def history(self, job_id: str) -> list[HistoryEntry]:
-        return [
-            decode_history_entry(raw) for raw in self.r.lrange(self.keys.history(job_id), 0, -1)
-        ]
+        return decode_history(job_id, self.r.lrange(self.keys.history(job_id), 0, -1))
 
     def list_jobs(self, limit: int = 50) -> list[JobRecord]:
-        ids = [i.decode() for i in self.r.zrevrange(self.keys.jobs(), 0, limit - 1)]
+        """The newest `limit` jobs that can be read (a bad id or a damaged record is reported
+        and skipped)."""
+        found = ids.members("job id", self.r.zrevrange(self.keys.jobs(), 0, limit - 1),
+                            self.keys.jobs())  # fmt: skip
         pipe = self.r.pipeline(transaction=False)
-        for i in ids:
+        for i in found:
             pipe.hgetall(self.keys.job(i))
-        return [decode_record(i, raw) for i, raw in zip(ids, pipe.execute(), strict=True) if raw]
+        out = []
+        for i, raw in zip(found, pipe.execute(raise_on_error=False), strict=True):
+            try:
+                if raw and not isinstance(raw, Exception):
+                    out.append(decode_record(i, raw))
+            except DamagedRecord as exc:
+                ids.report("job record", self.keys.job(i), exc.why)
+        return out
 
     def find_by_prefix(self, prefix: str, *, listed: int = 5) -> str:
         """Resolve a job id from its first few characters, in one round trip: the ids are
@@ -191,9 +203,11 @@ class Ledger:
             keys=[self.keys.jobs()], args=[self.keys.job(""), prefix, max(listed, 1)]
         )
         total = int(reply[0])
-        found: list[str] = [v.decode() for v in reply[1:]]
+        found: list[str] = [v.decode(errors="replace") for v in reply[1:]]
         candidates = list(zip(found[0::2], found[1::2], strict=True))
         if total == 1:
+            if ids.job_id(candidates[0][0]) is None:  # a key or index entry of no job
+                raise JobNotFound(prefix)
             return candidates[0][0]
         if total == 0:
             raise JobNotFound(prefix)

@@ -14,6 +14,8 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from worker.errors import refuse
+from worker.records import ids
 from worker.session.cells import VM_DIR as VM_DIR  # the plan's callers read them here
 from worker.session.cells import attach_source as attach_source
 from worker.session.cells import fill
@@ -43,7 +45,8 @@ BUNDLE = "colabq-bundle.tar"
 
 
 def remote_job_dir(job_id: str) -> str:
-    return f"/content/colab-jobs/{job_id}"
+    """The job's folder on the VM (a command argument): only a job id makes one."""
+    return f"/content/colab-jobs/{ids.job_id(job_id) or refuse('job id', 'a job', job_id)}"
 
 
 def remote_heartbeat(job_id: str) -> str:
