@@ -207,3 +207,22 @@ def test_the_day_ends_at_midnight_in_the_deployments_zone(
     assert float(ledger.get(second).get("retry_at") or 0) == end
     set_time(ledger, end)
     assert claim(ledger, second, "o2") is Claim.CLAIMED
+
+
+def test_a_record_its_owner_rewrote_keeps_its_slot_and_charges_no_other_account(
+    ledger: Ledger,
+) -> None:
+    """Under ACLs a user may write her own job's record (not the quota keys, not the leases)."""
+    set_quota(ledger.r, ledger.keys, ALICE, {"gpus": 1}, NOON)
+    first, second = jobs(ledger, 2)
+    assert claim(ledger, first, "o1") is Claim.CLAIMED
+    hold(ledger, first, "o1")
+    key = ledger.keys.job(first)
+    ledger.r.hset(key, mapping={"state": "cancelled", "quota_account": "other@example.com"})
+    assert claim(ledger, second, "o2") is Claim.WAITING  # its lease is live: still counted
+    assert running(ledger, ALICE) == {first}
+    ledger.r.hset(key, "state", "allocating")
+    clock(ledger).advance(60)
+    ledger.transition(first, S.CANCELLED, owner="o1", reason="test")
+    spent = ledger.r.hgetall(ledger.keys.quota_spent("day", "2026-05-01"))
+    assert set(spent) == {b"user|alice"}  # not the account it named, which never held it

@@ -5,7 +5,9 @@ atomic step as the claim, so the fleet never goes over whatever the number of wo
 Per scope (the job's user, then the claiming worker's account) that has limits:
 - **gpus**: the scope's running set (`Keys.quota_running`: every job from its claim to its end
   or put-back) is counted, after dropping members that are over, gone, or back in the queue
-  unowned (a slot a user's own cancel could not give back heals here); at the limit the job waits.
+  unowned, and whose lease is not live (a slot a user's own cancel could not give back heals
+  here; a record its owner rewrote as over does not, while its runner holds its lease); at the
+  limit the job waits.
 - **units_day/week/month**: what the scope's jobs that ended in the period spent (the sums kept
   where jobs end, `worker.quota.release`) plus what its running jobs have held so far (rate x
   held time, as `colabq status` counts it). A unit quota stops new starts only: a running job
@@ -86,7 +88,10 @@ local function q_live(set, id, now)
   for _, m in ipairs(redis.call('SMEMBERS', set)) do
     if m ~= id then
       local f = redis.call('HMGET', ARGV[19] .. m, 'state', 'owner', 'gpu', 'held_s', 'held_since')
-      if (not f[1]) or Q_TERMINAL[f[1]] or (f[1] == 'queued' and (f[2] or '') == '') then
+      local over = (not f[1]) or Q_TERMINAL[f[1]] or (f[1] == 'queued' and (f[2] or '') == '')
+      -- A live lease (KEYS[3]: only services write it) outweighs a record its owner may write.
+      local lease = tonumber(redis.call('ZSCORE', KEYS[3], m) or '0')
+      if over and lease <= now then
         redis.call('SREM', set, m)
       else
         live = live + 1

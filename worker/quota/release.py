@@ -6,9 +6,9 @@ and `fleet.putback`): the job leaves its user's and account's running sets (the 
 recorded on it: `quota_user`, `quota_account`) and their waiting queues; for each slot freed
 the first job of that scope's waiting queue still QUEUED and unowned is made due now (the next
 prober tick sends it, and the claim decides again). `spend` is queued in the terminal transition
-itself, so the sums move with the state change: a job's units count in the period it ends in
-(the whole job, however long it ran), as its units so far counted while it ran. It also
-remembers the ending for two days (`Keys.quota_ended`: the burn rates of `colabq budget`).
+itself, before `free_quota`, so the sums move with the state change: a job's units count in the
+period it ends in (the whole job, however long it ran), as its units so far counted while it
+ran. It also remembers the ending for two days (`Keys.quota_ended`: `colabq budget`'s rates).
 
 Both write keys a user may not write (`worker.people.acl`) with `redis.pcall`: a user's cancel of
 her own job that holds no GPU (the only ending a user's client writes) changes nothing there,
@@ -61,9 +61,11 @@ return freed
 
 # ARGV: the field for the user ('' none), for the account ('' none), units, then per period
 # (day, week, month) its sums' key and their time to live (s); then the endings' key, now, the
-# ending (JSON), and the oldest ending to keep.
+# ending (JSON), the oldest ending to keep, the job id and the account's running set: the
+# account counts only if its set (which only services write) holds the job.
 SPEND = """
 local units = tonumber(ARGV[3])
+if ARGV[2] ~= '' and redis.call('SISMEMBER', ARGV[15], ARGV[14]) == 0 then ARGV[2] = '' end
 for p = 0, 2 do
   local key, ttl = ARGV[4 + 2 * p], ARGV[5 + 2 * p]
   for _, f in ipairs({ARGV[1], ARGV[2]}) do
@@ -102,13 +104,14 @@ def spend(
     now: float,
     tz_name: str,
 ) -> None:
-    """Queue on `pipe` (the terminal transition's) the ending's units for its user and account
-    (as its claim recorded them; a job claimed before quotas: its owner and its account). An
+    """Queue on `pipe` (the terminal transition's, before `free_quota`) the ending's units for
+    its user (its owner under ACLs: the name in its id, which no record field can change) and
+    its account (the one its claim recorded, if that account's running set holds it). An
     ending that spent nothing writes nothing."""
     if not units > 0:
         return
-    user = _text(raw, "quota_user") or job_quota_user(job_id, _text(raw, "user"))
-    account = _text(raw, "quota_account") or _text(raw, "account")
+    user = job_quota_user(job_id, _text(raw, "user"))
+    account = _text(raw, "quota_account")
     if "|" in account or not account.strip():
         account = ""
     ending = json.dumps({"job": job_id, "user": user, "account": account,
@@ -118,5 +121,6 @@ def spend(
     for p in periods_at(now, tz_name):
         ttl_s = max(int(p.end_at - now + _PERIOD_SLACK_S), 1)
         args += [keys.quota_spent(p.name, p.period_id), str(ttl_s)]
-    args += [keys.quota_ended(), repr(now), ending, repr(now - ENDED_KEPT_S)]
+    args += [keys.quota_ended(), repr(now), ending, repr(now - ENDED_KEPT_S), job_id,
+             keys.quota_running("account", account)]  # fmt: skip
     pipe.eval(SPEND, 0, *args)

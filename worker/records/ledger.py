@@ -292,10 +292,11 @@ class Ledger:
                 # What ended jobs add up to, for `colabq metrics` (one command).
                 ended = ended_facts(raw, extra, dst, now)
                 record_ended(pipe, self.keys, ended)
-                if b"quota_user" in raw or b"quota_account" in raw:  # claimed (`worker.quota`)
-                    free_quota(pipe, self.keys, job_id, now)
+                # Its units, then its quota slots (`worker.quota`).
                 spend(pipe, self.keys, job_id, raw, held_s=ended.held_s, units=ended.units,
                       now=now, tz_name=self.quota_tz)  # fmt: skip
+                if b"quota_user" in raw or b"quota_account" in raw:
+                    free_quota(pipe, self.keys, job_id, now)
                 if b"sweep" in raw:  # its sweep's slot, if it held one (`worker.flow.slots`)
                     free_slot(pipe, self.keys, job_id, now)
                 if b"dependants" in raw:  # jobs wait for this one (`worker.flow.deps`)
