@@ -37,6 +37,7 @@ BENCHES = (
     "hub_upload_bench",  # a checkpoint to the Hub, against `hf upload`
     "drain_bench",  # F1, F2: a broken host drained, no job lost to it
     "metrics_bench",  # P11: a `/metrics` scrape at 10k jobs, its round trips and commands
+    "quota_bench",  # Q1: what user and account quotas add to a claim
 )
 
 
