@@ -98,6 +98,7 @@ def test_an_accounts_gpu_quota_holds_its_workers_only(ledger: Ledger) -> None:
     set_quota(ledger.r, ledger.keys, TEAM, {"gpus": 1}, NOON)
     a, b = jobs(ledger, 1, "alice") + jobs(ledger, 1, "bob")
     assert claim(ledger, a, "o1") is Claim.CLAIMED
+    ledger.r.hset(ledger.keys.job(b), "retry_at", repr(NOON - 100))  # an earlier wait's, past
     assert claim(ledger, b, "o2") is Claim.WAITING
     rec = ledger.get(b)
     assert rec.reason == "waiting: quota account team@example.com gpus 1 of 1 running"

@@ -151,7 +151,8 @@ for _, s in ipairs({{'user', quser, quser, ARGV[15], ARGV[17]},
       -- A user's quota holds the job everywhere; an account's only its own workers: no
       -- `retry_at` then (it would refuse the others), only the deferred set's backstop.
       local at = string.format('%.3f', retry)
-      if s[1] == 'user' then redis.call('HSET', job, 'retry_at', at) end
+      if s[1] == 'user' then redis.call('HSET', job, 'retry_at', at)
+      else redis.call('HDEL', job, 'retry_at') end
       redis.call('HSET', job, 'reason', why)
       redis.call('ZADD', deferred, at, id)
       redis.call('ZADD', s[5] .. s[2], 'NX', redis.call('HGET', job, 'created_at') or now, id)
