@@ -49,6 +49,8 @@ COMMANDS = {
     "metrics": "producer.commands.metrics",
     "doctor": "producer.commands.doctor",
     "usage": "producer.commands.usage",
+    "budget": "producer.commands.budget",
+    "quota": "producer.commands.quota",
     "janitor": "producer.commands.janitor",
     "adopt": "producer.commands.adopt",
     "acl": "producer.commands.acl",

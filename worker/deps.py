@@ -38,6 +38,7 @@ def build_ledger(
         Keys(settings.key_prefix),
         log_maxlen=settings.log_stream_maxlen,
         retention_s=settings.retention_s,
+        quota_tz=settings.quota_timezone,
     )
 
 

@@ -203,6 +203,9 @@ class Settings(BaseSettings):
     # Budget floors per account, JSON (`{"a@example.com": 10}`); an account not named here has
     # `budget_floor_units`.
     budget_floors: dict[str, float] = Field(default_factory=dict)
+    # The time zone (IANA) of the quotas' days, weeks (Monday first) and months: the same on
+    # every host, as the key prefix (`worker.quota.periods`).
+    quota_timezone: str = "UTC"
     # The wrapper on the VM rewrites its heartbeat file this often; a heartbeat older than
     # `vm_heartbeat_stale_s` means nothing runs there any more.
     vm_heartbeat_s: float = Field(default=5.0, gt=0)
@@ -302,6 +305,14 @@ class Settings(BaseSettings):
         if any(floor < 0 for floor in v.values()):
             raise ValueError('a floor is negative; write {"ACCOUNT": UNITS} with UNITS >= 0')
         return {account_name(k): float(floor) for k, floor in v.items()}
+
+    @field_validator("quota_timezone")
+    @classmethod
+    def _zone(cls, v: str) -> str:
+        from worker.quota.periods import zone
+
+        zone(v)
+        return v
 
     @field_validator("session_prefix")
     @classmethod

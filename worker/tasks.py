@@ -83,7 +83,7 @@ def execute_job(
     got = claim_and_start(
         ledger, spec.job_id, owner, ttl_s=settings.lease_ttl_s, worker=worker_name,
         owner_host=host_id(settings), nonce=claimed.nonce, wall_deadline_at=claimed.deadline_at,
-        payload=payload,
+        payload=payload, account=settings.account or "",
     )  # fmt: skip
     if got.claim is Claim.MISSING:
         return {"state": "refused", "reason": "no ledger record for this job"}
@@ -93,8 +93,11 @@ def execute_job(
     if got.state in TERMINAL:
         return {"state": got.detail, "reason": "already terminal"}
     if got.claim is Claim.WAITING:
-        # A stale copy of a job waiting for a GPU: its next try sends it again.
-        return {"state": "skipped", "reason": "the job waits for a GPU; its next try is later"}
+        # A job waiting for a GPU, its sweep's cap or a quota: its next try sends it again.
+        return {
+            "state": "skipped",
+            "reason": "the job waits for a GPU, its sweep or a quota; its next try is later",
+        }
     if got.claim is Claim.DRAINED:
         # Taken in the moment between a drain and its cancelled consumer: straight back.
         fleet.resend(spec)

@@ -38,6 +38,7 @@ BENCHES = (
     "drain_bench",  # F1, F2: a broken host drained, no job lost to it
     "metrics_bench",  # P11: a `/metrics` scrape at 10k jobs, its round trips and commands
     "reconcile_bench",  # P12: the janitor's walk over the job records, 100k jobs
+    "quota_bench",  # Q1: what user and account quotas add to a claim
 )
 
 

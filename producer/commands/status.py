@@ -357,4 +357,5 @@ def _ledger(settings: Settings, client: Any) -> Ledger:
     return Ledger(
         client, SystemClock(), Keys(settings.key_prefix),
         log_maxlen=settings.log_stream_maxlen, retention_s=settings.retention_s,
+        quota_tz=settings.quota_timezone,
     )  # fmt: skip

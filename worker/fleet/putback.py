@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from worker.errors import ColabqError, JobNotFound, StaleOwner
 from worker.fleet.causes import Cause
 from worker.flow.slots import free_slot
+from worker.quota.release import free_quota
 from worker.records import ids
 from worker.records.events import events_key
 from worker.records.ledger import Ledger
@@ -165,6 +166,7 @@ def put_back(
     if int(code) < 0:
         raise StaleOwner(job_id)
     free_slot(ledger.r, k, job_id, attempt.at)  # a sweep's point gives its slot back
+    free_quota(ledger.r, k, job_id, attempt.at)  # and its user's and account's (`worker.quota`)
     return attempts_of(detail.decode() if isinstance(detail, bytes) else str(detail))
 
 

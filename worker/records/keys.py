@@ -147,3 +147,31 @@ class Keys:
     def metrics_notify(self) -> str:
         """Hash `<target>|<state>` -> notifications the notifier gave up on."""
         return f"{self.prefix}:metrics:notify"
+
+    # --- quotas (`worker.quota`): service and operator keys, which a user's ACL rule may read
+    # and never write (`worker.people.acl`).
+
+    def quota_limits(self) -> str:
+        """Hash `<kind>|<name>|<limit>` -> the limit an operator set (kind user or account;
+        limit gpus, units_day, units_week or units_month)."""
+        return f"{self.prefix}:quota:limits"
+
+    def quota_running(self, kind: str, name: str) -> str:
+        """Set: the jobs of a user (or account) that hold a quota slot, from their claim to
+        their end or put-back."""
+        return f"{self.prefix}:quota:running:{kind}:{name}"
+
+    def quota_waiting(self, kind: str, name: str) -> str:
+        """Sorted set job id -> its submission time: the jobs a user's (or account's) quota
+        keeps waiting, the first made due when one of its slots frees."""
+        return f"{self.prefix}:quota:waiting:{kind}:{name}"
+
+    def quota_spent(self, period: str, period_id: str) -> str:
+        """Hash `<kind>|<name>` -> the compute units of the jobs that ended in that period
+        (`day`, `week`, `month`; its id in the deployment's time zone), expiring after it."""
+        return f"{self.prefix}:quota:spent:{period}:{period_id}"
+
+    def quota_ended(self) -> str:
+        """Sorted set (JSON of job, user, account, held_s, units) -> when it ended: the last
+        two days' endings, for the burn rates of `colabq budget`."""
+        return f"{self.prefix}:quota:ended"

@@ -26,6 +26,7 @@ from worker.flow.sweeps import SweepTag
 from worker.metrics.ended import ended_facts, record_ended
 from worker.people.identity import Identity, identify
 from worker.people.owners import owner_of
+from worker.quota.release import free_quota, spend
 from worker.records import events, ids, ownership
 from worker.records.create import CREATE_SCRIPT, create_jobs
 from worker.records.forward import Feed
@@ -100,6 +101,7 @@ class Ledger:
         *,
         log_maxlen: int,
         retention_s: float = 30 * 24 * 3600,
+        quota_tz: str = "UTC",
     ) -> None:
         self.r: Any = client  # redis-py's stubs type replies as unions of everything
         self.clock = clock
@@ -108,6 +110,7 @@ class Ledger:
         # A terminal job's record, history, log stream and observations expire this long after
         # it ended (its full log is in the store).
         self.retention_s = retention_s
+        self.quota_tz = quota_tz  # the quotas' days, weeks and months (`worker.quota.periods`)
         self._create = client.register_script(CREATE_SCRIPT)
         self._find = client.register_script(_FIND_BY_PREFIX)
         # The observers' part (the attach client's and the watchdog's writes), shared with them.
@@ -301,7 +304,13 @@ class Ledger:
             if dst in TERMINAL:
                 pipe.srem(self.keys.active(), job_id)
                 # What ended jobs add up to, for `colabq metrics` (one command).
-                record_ended(pipe, self.keys, ended_facts(raw, extra, dst, now))
+                ended = ended_facts(raw, extra, dst, now)
+                record_ended(pipe, self.keys, ended)
+                # Its units, then its quota slots (`worker.quota`).
+                spend(pipe, self.keys, job_id, raw, held_s=ended.held_s, units=ended.units,
+                      now=now, tz_name=self.quota_tz)  # fmt: skip
+                if b"quota_user" in raw or b"quota_account" in raw:
+                    free_quota(pipe, self.keys, job_id, now)
                 if b"sweep" in raw:  # its sweep's slot, if it held one (`worker.flow.slots`)
                     free_slot(pipe, self.keys, job_id, now)
                 if b"dependants" in raw:  # jobs wait for this one (`worker.flow.deps`)
