@@ -27,6 +27,7 @@ from worker.spec import JobSpec
 
 WRAPPER = "colab-job.sh"
 SYNC = "colabq_sync.py"
+TREE = "colabq_tree.py"  # the uploader's reading of a sync path: no symbolic link followed
 SCRIPT = "colab-user-job.sh"
 CODE = "colabq_code.py"  # the code stage: the repository at its commit, its uv environment
 ENVCHECK = "colabq_envcheck.py"  # the known breakages of that environment, and their repairs
@@ -78,7 +79,8 @@ def bundle_members(
     the code is fetched or staged. The token (the job's, `worker.session.hubtoken`) goes once,
     for the wrapper. The git credential or deploy key of the job's route (`git_route_for`)
     goes once, for the fetch."""
-    members = [(VM_DIR / WRAPPER, WRAPPER), (VM_DIR / SYNC, SYNC), (script, SCRIPT)]
+    members = [(VM_DIR / WRAPPER, WRAPPER), (VM_DIR / SYNC, SYNC), (VM_DIR / TREE, TREE)]
+    members.append((script, SCRIPT))
     members += [(VM_DIR / CODE, CODE), (VM_DIR / ENVCHECK, ENVCHECK), (VM_DIR / JOBUSER, JOBUSER)]
     members.append((VM_DIR / GPUIDLE, GPUIDLE))
     if inputs:
