@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from worker.errors import (
     HubAuthError,
@@ -191,6 +191,13 @@ class HubStore:
 
     def check_destination(self, dest: ArtifactDest) -> str:
         return self.check_output_repo(dest).detail
+
+    def whoami(self) -> dict[str, Any]:
+        """The token's `whoami-v2` answer: its account, its orgs and its role
+        (`worker.people.tokenscope` reads it)."""
+        api = self._api()
+        answer = self._call("whoami", HubRef("model", "", None, ""), api.whoami)
+        return dict(answer) if isinstance(answer, dict) else {}
 
     def checkpoint_uri(self, spec: JobSpec) -> str | None:
         """The job's own synced checkpoint (its first sync path), if it holds data."""
