@@ -7,7 +7,7 @@ import base64
 import os
 import shutil
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -38,16 +38,24 @@ class Remote:
         return self.bare.as_uri()
 
 
-def make_remote(root: Path, name: str = "project.git") -> Remote:
+def pushed_repo(root: Path, name: str, populate: Callable[[Path], None]) -> tuple[Path, Path, str]:
+    """A bare repository `name` under `root` and its working clone, with one commit of what
+    `populate` puts in the clone pushed: (bare, clone, commit)."""
     bare = root / name
     work = root / f"{name}-work"
     git("init", "-q", "--bare", "-b", "main", bare)
     git("init", "-q", "-b", "main", work)
-    (work / "train.py").write_text("print('hello')\n")
-    git("add", "train.py", cwd=work)
+    populate(work)
+    git("add", "-A", cwd=work)
     git("commit", "-q", "-m", "first", cwd=work)
     git("push", "-q", str(bare), "main", cwd=work)
-    pushed = git("rev-parse", "HEAD", cwd=work)
+    return bare, work, git("rev-parse", "HEAD", cwd=work)
+
+
+def make_remote(root: Path, name: str = "project.git") -> Remote:
+    bare, work, pushed = pushed_repo(
+        root, name, lambda work: (work / "train.py").write_text("print('hello')\n")
+    )
     (work / "train.py").write_text("print('not pushed')\n")
     git("commit", "-q", "-am", "second", cwd=work)
     return Remote(bare, pushed, git("rev-parse", "HEAD", cwd=work))

@@ -136,9 +136,16 @@ class Settings(BaseSettings):
     session_prefix: str = "colabq-"
     hf_token_file: Path | None = None
     # Hub tokens per destination and per submitting user (0600 files `dest/<owner>__<repo>` and
-    # `user/<name>` in this folder): a job's uploads use its destination's, else its user's,
-    # else `hf_token_file` (worker/session/hubtoken.py).
+    # `user/<name>` in this folder), each serving only the users it belongs to: a destination's
+    # (and `hf_token_file`) those listed in the `.users` file beside it, a user's own the places
+    # its whoami can write (worker/people/destinations.py).
     hf_token_dir: Path | None = None
+    # A user's token's whoami (where it may write) is asked of the Hub again after this long.
+    hf_scope_cache_s: float = Field(default=600.0, gt=0)
+    # The folder under which `local:` destinations (rehearsals: the emulated VM writes a folder of
+    # the worker host) and `file://` code snapshots must lie. Unset: anywhere without Redis ACLs,
+    # nowhere under them.
+    local_store_root: Path | None = None
     # Read credentials for the git remotes of `code: git` jobs, in git-credential-store format
     # (`https://USER:TOKEN@HOST`, one per line), a 0600 file: the pre-allocation check fetches
     # with it and the VM gets it as a file, deleted after its fetch (never argv, log or Redis).
@@ -355,6 +362,15 @@ class Settings(BaseSettings):
     def _secret_dir(cls, v: Path | None) -> Path | None:
         if v is not None and v.exists() and not v.is_dir():
             raise ValueError(f"{v} is a file; name the folder that holds dest/ and user/")
+        return v
+
+    @field_validator("local_store_root")
+    @classmethod
+    def _store_root(cls, v: Path | None) -> Path | None:
+        if v is None or not str(v).strip():
+            return None  # empty: unset
+        if not v.is_absolute() or (v.exists() and not v.is_dir()):
+            raise ValueError(f"{v} must be an absolute path to a folder")
         return v
 
     @field_validator("worker_gpus", mode="before")

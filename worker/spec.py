@@ -274,10 +274,36 @@ class JobSpec(BaseModel):
             raise ValueError("commit must be code.commit (the commit the VM runs)")
         return self
 
+    @model_validator(mode="after")
+    def _no_nul(self) -> JobSpec:
+        # No argv, environment or path carries a NUL: refused here rather than by the launch cell
+        # on an allocated VM. The script travels as a file, which may hold one.
+        if where := nul_at(self.model_dump(exclude={"script"})):
+            raise ValueError(f"{where} holds a NUL character, which cannot reach the VM: remove it")
+        return self
+
     @property
     def gpus(self) -> tuple[Gpu, ...]:
         """Every GPU type the job may run on, the first choice first."""
         return (self.gpu, *self.gpu_fallback)
+
+
+def nul_at(value: object, where: str = "") -> str | None:
+    """The dotted name of the first string (or key) in `value` that holds a NUL, or None."""
+    if isinstance(value, str):
+        return (where or "value") if "\x00" in value else None
+    items: list[tuple[object, object]] = []
+    if isinstance(value, dict):
+        items = list(value.items())
+    elif isinstance(value, list | tuple):
+        items = list(enumerate(value))
+    for key, item in items:
+        name = f"{where}.{key}" if where else str(key)
+        if isinstance(key, str) and "\x00" in key:
+            return name
+        if found := nul_at(item, name):
+            return found
+    return None
 
 
 def uri_problem(uri: str) -> str | None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import secrets
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import redis
@@ -39,15 +40,16 @@ def users(redis_url: str) -> Iterator[list[str]]:
 
 
 @pytest.fixture
-def fleet_env_extra(redis_url: str, users: list[str]) -> dict[str, str]:
-    """The worker logs in as a service user (its rule does not depend on the prefixes)."""
+def fleet_env_extra(redis_url: str, users: list[str], tmp_path: Path) -> dict[str, str]:
+    """The worker logs in as a service user (its rule does not depend on the prefixes); its
+    users' local stores lie under the test's folder (under ACLs no other folder is open)."""
     name = f"workers-{TAG}"
     rules = rules_for(name, Role.SERVICE, "any", "")
     redis.Redis.from_url(redis_url).execute_command(
         "ACL", "SETUSER", name, "on", f">{PASSWORD}", *rules
     )
     users.append(name)
-    return {"COLABQ_REDIS_URL": login(redis_url, name)}
+    return {"COLABQ_REDIS_URL": login(redis_url, name), "COLABQ_LOCAL_STORE_ROOT": str(tmp_path)}
 
 
 def test_a_users_job_runs_on_a_service_worker_and_its_history_names_both(

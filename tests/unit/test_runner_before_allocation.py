@@ -26,7 +26,7 @@ from worker.session.jobfiles import JobFiles
 from worker.session.runner import RunnerDeps, run_job
 from worker.session.watchdog import WatchdogNotAlive
 from worker.settings import Settings
-from worker.spec import CodeSpec, JobSpec
+from worker.spec import ArtifactDest, CodeSpec, JobSpec
 from worker.states import JobState as S
 from worker.store.artifacts import LocalStore
 
@@ -117,6 +117,8 @@ class Case:
     reason: str = ""  # a part of the job's reason
     # Other live workers' cards: (name, the hosts their git credentials cover, a deploy key).
     cards: tuple[tuple[str, tuple[str, ...], bool], ...] = ()
+    # Files of this host's Hub token folder (COLABQ_HF_TOKEN_DIR): name -> text.
+    tokens: dict[str, str] = field(default_factory=dict)
 
 
 def _missing(uri: str) -> int:
@@ -209,6 +211,25 @@ CASES = [
         git_credentials_mode=0o644,
         reason="COLABQ_GIT_CREDENTIALS_FILE",
     ),
+    # Tokens belong to owners: alice's job to bob's repo (its own token, for bob alone) ends
+    # before allocation, whatever a gate let through; under ACLs a local store needs the root.
+    Case(
+        "destination another user's",
+        S.FAILED,
+        spec={
+            "job_id": "0123456789abcdef.alice",
+            "submitted_by": "alice",
+            "artifact": ArtifactDest(kind="hf", repo="bob/model", prefix="r"),
+        },
+        tokens={"dest/bob__model": "hf_bob", "dest/bob__model.users": "bob\n"},
+        reason="hf:bob/model is not alice's to use",
+    ),
+    Case(
+        "local store outside the operator's root",
+        S.FAILED,
+        spec={"job_id": "0123456789abcdef.alice", "submitted_by": "alice"},
+        reason="no folder is open to users until an operator sets COLABQ_LOCAL_STORE_ROOT",
+    ),
     Case("watchdog not confirmed alive", S.QUEUED, watchdog_fails=True),
     Case("cancelled before allocation", S.CANCELLED, cancel=True),
 ]
@@ -239,9 +260,15 @@ def test_a_failed_check_allocates_nothing(case: Case, tmp_path: Path) -> None:
         git_credentials = tmp_path / "git-credentials"
         git_credentials.write_text("https://u:t@github.com\n")
         git_credentials.chmod(case.git_credentials_mode)
+    for name, text in case.tokens.items():
+        path = tmp_path / "tokens" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        path.chmod(0o644 if name.endswith(".users") else 0o600)
     settings = Settings(
         state_dir=tmp_path / "state", hf_token_file=token_file,
-        git_credentials_file=git_credentials, **case.settings,
+        git_credentials_file=git_credentials,
+        hf_token_dir=tmp_path / "tokens" if case.tokens else None, **case.settings,
     )  # fmt: skip
     files = JobFiles(tmp_path / "job").ensure()
     colab = FakeColab(files.cli_config, **case.colab)

@@ -36,6 +36,7 @@ def test_the_bundle_holds_the_token_once_as_a_file_and_the_cells_never_name_it(
     assert names == [
         vmplan.WRAPPER,
         vmplan.SYNC,
+        vmplan.TREE,
         vmplan.SCRIPT,
         vmplan.CODE,
         vmplan.ENVCHECK,
@@ -65,8 +66,8 @@ def test_the_bundle_holds_the_token_once_as_a_file_and_the_cells_never_name_it(
 def test_without_a_token_nothing_secret_is_bundled(tmp_path: Path) -> None:
     members = vmplan.bundle_members(tmp_path / "job.sh", None)
     assert [name for _, name in members] == [
-        vmplan.WRAPPER, vmplan.SYNC, vmplan.SCRIPT, vmplan.CODE, vmplan.ENVCHECK, vmplan.JOBUSER,
-        vmplan.GPUIDLE,
+        vmplan.WRAPPER, vmplan.SYNC, vmplan.TREE, vmplan.SCRIPT, vmplan.CODE, vmplan.ENVCHECK,
+        vmplan.JOBUSER, vmplan.GPUIDLE,
     ]  # fmt: skip
     assert all(local.is_file() for local, name in members if name != vmplan.SCRIPT)
     argv = vmplan.wrapper_argv(make_spec(), Settings(), "n1")

@@ -20,8 +20,8 @@ from tests.reachable import reachable_folder
 
 VM = Path(__file__).resolve().parents[2] / "worker" / "vm"
 BUNDLED = (
-    "colab-job.sh", "colabq_sync.py", "colabq_code.py", "colabq_envcheck.py", "colabq_jobuser.sh",
-    "colabq_inputs.py", "colabq_known_hosts",
+    "colab-job.sh", "colabq_sync.py", "colabq_tree.py", "colabq_code.py", "colabq_envcheck.py",
+    "colabq_jobuser.sh", "colabq_inputs.py", "colabq_known_hosts",
 )  # fmt: skip
 NONCE = "N"
 

@@ -3,7 +3,9 @@ the wrapper detached, and the attach cell that follows its console.
 
 Pure: built from the spec, the settings, the job's sentinel nonce and the segment; the runner
 uploads and executes what this returns. Paths on the VM are under /content, the kernel's working
-directory on Colab and in the emulator alike; the cells expand `{content}` from their own cwd.
+directory on Colab and in the emulator alike: colabq's own files are `VmFile`s in the wrapper's
+argv, which the launch cell puts under its own cwd; every other item (a user's value among them)
+reaches the wrapper exactly as it is, filled into the cell as a Python literal (`cells.fill`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from worker.spec import JobSpec
 
 WRAPPER = "colab-job.sh"
 SYNC = "colabq_sync.py"
+TREE = "colabq_tree.py"  # the uploader's reading of a sync path: no symbolic link followed
 SCRIPT = "colab-user-job.sh"
 CODE = "colabq_code.py"  # the code stage: the repository at its commit, its uv environment
 ENVCHECK = "colabq_envcheck.py"  # the known breakages of that environment, and their repairs
@@ -42,6 +45,20 @@ UPLOAD_TOKEN = ".colabq-upload-token"  # noqa: S105
 GIT_CREDENTIALS = ".colabq-git-credentials"
 GIT_SSH_KEY = ".colabq-git-ssh-key"
 BUNDLE = "colabq-bundle.tar"
+
+
+class VmFile(str):
+    """One of colabq's files in /content, as the wrapper's argv names it: it reads (and
+    compares) as `{content}/NAME`; the launch cell puts its own folder before NAME, and before
+    no other item of the argv."""
+
+    @property
+    def name(self) -> str:
+        return self.removeprefix("{content}/")
+
+
+def on_vm(name: str) -> VmFile:
+    return VmFile("{content}/" + name)
 
 
 def remote_job_dir(job_id: str) -> str:
@@ -62,7 +79,8 @@ def bundle_members(
     the code is fetched or staged. The token (the job's, `worker.session.hubtoken`) goes once,
     for the wrapper. The git credential or deploy key of the job's route (`git_route_for`)
     goes once, for the fetch."""
-    members = [(VM_DIR / WRAPPER, WRAPPER), (VM_DIR / SYNC, SYNC), (script, SCRIPT)]
+    members = [(VM_DIR / WRAPPER, WRAPPER), (VM_DIR / SYNC, SYNC), (VM_DIR / TREE, TREE)]
+    members.append((script, SCRIPT))
     members += [(VM_DIR / CODE, CODE), (VM_DIR / ENVCHECK, ENVCHECK), (VM_DIR / JOBUSER, JOBUSER)]
     members.append((VM_DIR / GPUIDLE, GPUIDLE))
     if inputs:
@@ -138,7 +156,7 @@ def wrapper_argv(
         "--release-hold-s", f"{settings.release_hold_s:g}",
     ]  # fmt: skip
     if settings.hf_token_file is not None or settings.hf_token_dir is not None:
-        args += ["--token-file", "{content}/" + UPLOAD_TOKEN]  # if one applies, it is there
+        args += ["--token-file", on_vm(UPLOAD_TOKEN)]  # if one applies, it is there
     for name in spec.secrets:
         args += ["--job-secret", name]
     if spec.gpu_idle_s is not None:
@@ -161,8 +179,8 @@ def wrapper_argv(
     declared = [f"{name}={uri}" for name, uri in spec.hub_inputs.items()]
     for item in declared:
         args += ["--input", item]
-    job = ["bash", "{content}/" + SCRIPT, *[a for d in declared for a in ("--hub-input", d)]]
-    return ["bash", "{content}/" + WRAPPER, *args, "--", *job]
+    job = ["bash", on_vm(SCRIPT), *[a for d in declared for a in ("--hub-input", d)]]
+    return ["bash", on_vm(WRAPPER), *args, "--", *job]
 
 
 def code_args(spec: JobSpec, settings: Settings) -> list[str]:
@@ -185,16 +203,18 @@ def code_args(spec: JobSpec, settings: Settings) -> list[str]:
     for name in code.repairs:
         args += ["--code-repair", name]
     if git is not None and git.credentials is not None:
-        args += ["--git-credentials-file", "{content}/" + GIT_CREDENTIALS]
+        args += ["--git-credentials-file", on_vm(GIT_CREDENTIALS)]
     if git is not None and git.ssh_key is not None:
-        args += ["--git-ssh-key-file", "{content}/" + GIT_SSH_KEY]
+        args += ["--git-ssh-key-file", on_vm(GIT_SSH_KEY)]
     return args
 
 
 def launch_source(spec: JobSpec, settings: Settings, nonce: str, seg: Segment = Segment()) -> str:
     """The launch cell: unpack the bundle, start the wrapper detached, once."""
     argv = wrapper_argv(spec, settings, nonce, seg)
-    values = {"JOB": spec.job_id, "NONCE": nonce, "ARGV": argv, "BUNDLE": BUNDLE,
-              "GPU_NAME": GPU_NAMES.get(seg.gpu, "")}  # fmt: skip
+    files = [i for i, item in enumerate(argv) if isinstance(item, VmFile)]
+    items = [item.name if isinstance(item, VmFile) else str(item) for item in argv]
+    values = {"JOB": spec.job_id, "NONCE": nonce, "ARGV": items, "ON_VM": files,
+              "BUNDLE": BUNDLE, "GPU_NAME": GPU_NAMES.get(seg.gpu, "")}  # fmt: skip
     # The spec's own env (a sweep's values), then the segment's (colabq's names win).
     return fill("launch.py.tmpl", {**values, "ENV": {**spec.env, **dict(seg.env)}})

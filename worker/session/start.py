@@ -23,6 +23,7 @@ from worker.errors import (
     SessionNotFound,
 )
 from worker.fleet.causes import CAPACITY_ERRORS, Cause, GpuMismatch, PutBack, cause_of
+from worker.people.destinations import check_local_paths
 from worker.records.fleet import live_workers
 from worker.records.record import JobRecord
 from worker.session import checks, codecheck, hubtoken, procs
@@ -148,6 +149,7 @@ class Starting(JobRun):
         try:
             launch = vmplan.launch_source(spec, d.settings, self.nonce, self._segment_plan())
             checks.check_job_files(spec, self.files.root, vmplan.VM_DIR, launch)
+            check_local_paths(hubtoken.job_user(spec), spec, d.settings)  # the job's
             token = hubtoken.choose(spec, d.settings)  # a bad or missing one: this host's
             if token.whose in ("destination", "user"):
                 self.log(f"uploads use {token.describe()}")

@@ -89,6 +89,7 @@ fi
 ROOT="$PWD"
 WORK="$ROOT/colab-jobs/$JOB"
 JOB_DIR="$WORK"  # the job's folder: repo/<subdir> once the code is there
+JOB_REL=""  # the same, from $WORK (the sync paths are uploaded from there, by the uploader)
 LOGS="$WORK/logs"
 RUN="$WORK/run"
 mkdir -p "$LOGS" "$RUN"
@@ -164,18 +165,22 @@ HUB_OPTS=(--attempts "$UPLOAD_ATTEMPTS" --backoff-base-s "$UPLOAD_BACKOFF_S")
 [ -n "$HF_ENDPOINT_ARG" ] && HUB_OPTS+=(--endpoint "$HF_ENDPOINT_ARG")
 
 upload() {
-  # One upload of one path (one commit, retried); only this process gets the token.
+  # One upload of one path under the job's folder (one commit, retried); only this process gets
+  # the token. It follows no symbolic link (the job made them, the uploader is root): a link is
+  # left out and named in its output (colabq_tree.py).
   HF_TOKEN="$UPLOAD_TOKEN" python3 "$ROOT/colabq_sync.py" --kind "$DEST_KIND" --repo "$DEST_REPO" \
-    --repo-type "$DEST_TYPE" "${HUB_OPTS[@]}" --src "$1" --dst "$2"
+    --repo-type "$DEST_TYPE" "${HUB_OPTS[@]}" --root "$WORK" --src "$1" --dst "$2"
 }
 
 sync_all() {
-  # One upload pass: the log folder, then every declared sync path that exists.
-  upload "$LOGS" "${PREFIX:+$PREFIX/}logs/$JOB" || return 1
-  local p
+  # One upload pass: the log folder, then every declared sync path that exists (a link counts:
+  # the uploader says it left it out), each named from the job's folder.
+  upload logs "${PREFIX:+$PREFIX/}logs/$JOB" || return 1
+  local p rel
   for p in "${SYNC_PATHS[@]+"${SYNC_PATHS[@]}"}"; do
-    [ -e "$JOB_DIR/$p" ] || continue
-    upload "$JOB_DIR/$p" "${PREFIX:+$PREFIX/}$(basename "$p")" || return 1
+    rel="${JOB_REL:+$JOB_REL/}$p"
+    [ -e "$WORK/$rel" ] || [ -L "$WORK/$rel" ] || continue
+    upload "$rel" "${PREFIX:+$PREFIX/}$(basename "$p")" || return 1
   done
 }
 
@@ -227,6 +232,7 @@ stage_code() {
   fi
   [ "$rc" = 0 ] || return "$rc"
   JOB_DIR="$(cat "$out/jobdir")"
+  JOB_REL="${JOB_DIR#"$WORK"}" JOB_REL="${JOB_REL#/}"
   [ -s "$out/uv" ] && CODE_UV="$(cat "$out/uv")"
   return 0
 }
