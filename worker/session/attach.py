@@ -37,6 +37,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, NamedTuple, Protocol
 
+from worker.progress.feed import Outbox, ProgressFeed, seed_of
 from worker.records.forward import Feed, Lines, feed_settings
 from worker.session.cells import attach_source
 
@@ -46,6 +47,7 @@ BATCH_MAX = 2000
 BATCH_WAIT_S = 0.05  # how long a batch waits for more lines before it goes
 READ_CHUNK = 1 << 15  # the cell's output is read this much at a time
 PROGRESS_FILE = "attach-progress.json"
+NO_LINES = Lines("", "", "")
 EXEC_OVER_GRACE_S = 2.0
 
 
@@ -60,6 +62,7 @@ class AttachSpec:
     colab_bin: str
     config_path: str
     timeout_s: float  # the attach cell's `--timeout`: what is left of the wall cap, and more
+    epochs: float | None = None  # the job's own (`--epochs`): a run's length in epochs
 
     def dump(self, path: Path) -> None:
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -101,9 +104,10 @@ class AttachResult:
 
 def framed_pattern(nonce: str) -> re.Pattern[str]:
     """`@<nonce>:<start>:<end>:<kind>:<text>`, one per line of a chunk (offsets in decimal
-    without leading zeros: equal text is then an equal number)."""
+    without leading zeros: equal text is then an equal number). Kind `p` is a bar's update
+    (`worker.progress.feed`)."""
     num = "(0|[1-9][0-9]*)"
-    return re.compile(rf"^@{re.escape(nonce)}:{num}:{num}:([lse]):(.*)$", re.M)
+    return re.compile(rf"^@{re.escape(nonce)}:{num}:{num}:([lsep]):(.*)$", re.M)
 
 
 def parse_framed(line: str, nonce: str) -> tuple[str, str, str, str] | None:
@@ -113,7 +117,7 @@ def parse_framed(line: str, nonce: str) -> tuple[str, str, str, str] | None:
     if not line.startswith(head):
         return None
     parts = line[len(head) :].split(":", 3)
-    if len(parts) != 4 or parts[2] not in ("l", "s", "e"):
+    if len(parts) != 4 or parts[2] not in ("l", "s", "e", "p"):
         return None
     try:
         start, end = int(parts[0]), int(parts[1])
@@ -143,10 +147,12 @@ def parse_chunk(
 
 class Run(NamedTuple):
     """Items that follow on from the ones before them, as one batch for the script; `gap` when
-    the next item did not start where the last one ended (output was lost)."""
+    the next item did not start where the last one ended (output was lost); `progress`, the
+    run's progress read from them, when it changed (`worker.progress.feed`)."""
 
     lines: Lines
     gap: str = ""
+    progress: str = ""
 
 
 class Chain:
@@ -180,7 +186,7 @@ class Chain:
 
 
 class ForwardTarget(Protocol):
-    def forward_lines(self, job_id: str, segment: int, lines: Lines) -> int: ...
+    def forward_lines(self, job_id: str, segment: int, lines: Lines, progress: str) -> int: ...
 
 
 class Forwarder:
@@ -197,14 +203,17 @@ class Forwarder:
         # lines not yet forwarded stay on the VM, and the next attach forwards them.
         self.exec_over_at: float | None = None
 
-    def send(self, lines: Lines) -> bool:
-        """Forward one batch, retrying through an outage; False if this client is stale (a
-        newer segment) or Redis stayed away past the retry budget."""
+    def send(self, lines: Lines, progress: str = "") -> bool:
+        """Forward one batch (and the run's progress with it), retrying through an outage;
+        False if this client is stale (a newer segment) or Redis stayed away past the retry
+        budget."""
         deadline = time.monotonic() + self.retry_s
         delay = 0.1
         while True:
             try:
-                got = self.target.forward_lines(self.spec.job_id, self.spec.segment, lines)
+                got = self.target.forward_lines(
+                    self.spec.job_id, self.spec.segment, lines, progress
+                )
             except Exception as exc:  # Redis away: the lines stay re-readable on the VM
                 over = self.exec_over_at
                 if time.monotonic() >= deadline or (
@@ -264,6 +273,7 @@ def _read(
     chatter: list[str],
     progress: Progress,
     fwd: Forwarder,
+    seen: ProgressFeed,
 ) -> None:
     pattern = framed_pattern(nonce)
     fd = pipe.fileno()
@@ -289,16 +299,20 @@ def _read(
             break
         # A newline never sits inside a UTF-8 sequence: decoding whole lines at once replaces
         # exactly what decoding each one would.
-        rows, other = parse_chunk(whole.decode("utf-8", errors="replace"), nonce, pattern)
+        text = whole.decode("utf-8", errors="replace")
+        rows, other = parse_chunk(text, nonce, pattern)
         for line in other:
             if line.strip():
                 chatter.append(line[:500])
                 print(f"colab exec: {line}", file=sys.stderr, flush=True)
         if rows:
             progress.update(int(rows[-1][1]))
-            run = chain.take(rows)
+            run = chain.take(seen.see(text, rows))
+            news = seen.take()
+            if run is None and news and not chain.broken:
+                run = Run(NO_LINES)  # only a bar's update: the progress alone
             if run is not None:
-                out.put(run)
+                out.put(run._replace(progress=news))
     progress.write(force=True)
     fwd.exec_over_at = time.monotonic()
     out.put(None)
@@ -333,11 +347,13 @@ def follow(
     assert proc.stdout is not None and proc.stderr is not None
     runs: queue.Queue[Run | None] = queue.Queue()
     progress = Progress(job_dir / PROGRESS_FILE, offset)
+    seen = ProgressFeed(spec.nonce, spec.epochs, seed_of(feed.r, feed.keys.watch(spec.job_id)))
     reader = threading.Thread(
         target=_read,
-        args=(proc.stdout, spec.nonce, runs, Chain(offset), fwd.result.chatter, progress, fwd),
+        args=(proc.stdout, spec.nonce, runs, Chain(offset), fwd.result.chatter, progress, fwd,
+              seen),
         daemon=True,
-    )
+    )  # fmt: skip
     errs = threading.Thread(target=_drain_stderr, args=(proc.stderr, fwd.result), daemon=True)
     reader.start()
     errs.start()
@@ -352,10 +368,19 @@ def follow(
 
 def _forward_all(runs: queue.Queue[Run | None], fwd: Forwarder) -> bool:
     """Forward until the cell's end, the stream's end, a gap or a stale segment. A batch is
-    the runs that arrived within BATCH_WAIT_S of its first, until it holds BATCH_MAX items."""
+    the runs that arrived within BATCH_WAIT_S of its first, until it holds BATCH_MAX items; the
+    run's progress goes with a batch every few seconds (`Outbox`), alone if no line comes."""
+    outbox = Outbox()
     while True:
-        first = runs.get()
+        try:
+            first = runs.get(timeout=outbox.wait_s())
+        except queue.Empty:
+            if not fwd.send(NO_LINES, outbox.take(last=True)):
+                return False
+            continue
         if first is None:
+            if outbox.pending:
+                fwd.send(NO_LINES, outbox.take(last=True))
             return True
         got, count = [first], first.lines.size
         over = bool(first.gap)  # the output ended or broke: this batch is the last
@@ -371,7 +396,12 @@ def _forward_all(runs: queue.Queue[Run | None], fwd: Forwarder) -> bool:
             got.append(nxt)
             count += nxt.lines.size
             over = bool(nxt.gap)
-        if count and not fwd.send(Lines.join([r.lines for r in got])):
+        for r in got:
+            outbox.offer(r.progress)
+        lines = Lines.join([r.lines for r in got])
+        last = over or "e" in lines.kinds
+        news = outbox.take(last=last)
+        if (count or news) and not fwd.send(lines, news):
             return False
         fwd.result.gap = got[-1].gap
         if fwd.result.end_recorded or over:
