@@ -16,8 +16,9 @@ it: the owner attaches again from the recorded offset.
 It runs once per held session for the whole run, so it imports only what it uses: redis-py and
 `worker.records.forward` (never the contract, pydantic, nor the settings object). A chatty job
 prints 100k lines in a fraction of a second, so its lines are parsed a chunk at a time by one
-regular expression, and a run waits for Redis as three strings (`forward.Lines`), not as an
-object per line: a backlog costs little more memory than its text.
+regular expression (`framing.py`), and a run waits for Redis as three strings (`forward.Lines`),
+not as an object per line: a backlog costs little more memory than its text. The run's progress
+is read from the same chunks (`worker.progress.feed`) and goes to Redis with their lines.
 
 Exit status: 0 once the cell's end was recorded; 1 otherwise (the owner decides what next).
 Nothing here ever stops a session or touches the job: the run lives on the VM.
@@ -28,18 +29,19 @@ from __future__ import annotations
 import json
 import os
 import queue
-import re
 import subprocess
 import sys
 import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import IO, NamedTuple, Protocol
+from typing import IO, Protocol
 
 from worker.progress.feed import Outbox, ProgressFeed, seed_of
 from worker.records.forward import Feed, Lines, feed_settings
 from worker.session.cells import attach_source
+from worker.session.framing import Chain, Run, framed_pattern, parse_chunk
+from worker.session.framing import parse_framed as parse_framed  # the client's, as before
 
 # A batch takes runs until it holds this many items (the script holds Redis ~5 ms per 2,000
 # lines); one run is what one read brought, ~1,000 lines at most.
@@ -97,89 +99,6 @@ class AttachResult:
             return cls(**json.loads(path.read_text()))
         except (OSError, ValueError, TypeError):
             return None
-
-
-# --- the cell's output ------------------------------------------------------------------------
-
-
-def framed_pattern(nonce: str) -> re.Pattern[str]:
-    """`@<nonce>:<start>:<end>:<kind>:<text>`, one per line of a chunk (offsets in decimal
-    without leading zeros: equal text is then an equal number). Kind `p` is a bar's update
-    (`worker.progress.feed`)."""
-    num = "(0|[1-9][0-9]*)"
-    return re.compile(rf"^@{re.escape(nonce)}:{num}:{num}:([lsep]):(.*)$", re.M)
-
-
-def parse_framed(line: str, nonce: str) -> tuple[str, str, str, str] | None:
-    """`@<nonce>:<start>:<end>:<kind>:<text>` -> (start, end, kind, text), the offsets in
-    decimal; None for anything else (the CLI's own chatter)."""
-    head = f"@{nonce}:"
-    if not line.startswith(head):
-        return None
-    parts = line[len(head) :].split(":", 3)
-    if len(parts) != 4 or parts[2] not in ("l", "s", "e", "p"):
-        return None
-    try:
-        start, end = int(parts[0]), int(parts[1])
-    except ValueError:
-        return None
-    return str(start), str(end), parts[2], parts[3]
-
-
-def parse_chunk(
-    text: str, nonce: str, pattern: re.Pattern[str]
-) -> tuple[list[tuple[str, str, str, str]], list[str]]:
-    """The framed items of `text` (whole lines, without the last newline) and its other lines.
-    One regular expression over the chunk when every line is framed, as nearly always; line by
-    line (`parse_framed`) when one is not."""
-    rows: list[tuple[str, str, str, str]] = pattern.findall(text)
-    if len(rows) == text.count("\n") + 1:
-        return rows, []
-    rows, other = [], []
-    for line in text.split("\n"):
-        got = parse_framed(line, nonce)
-        if got is None:
-            other.append(line)
-        else:
-            rows.append(got)
-    return rows, other
-
-
-class Run(NamedTuple):
-    """Items that follow on from the ones before them, as one batch for the script; `gap` when
-    the next item did not start where the last one ended (output was lost); `progress`, the
-    run's progress read from them, when it changed (`worker.progress.feed`)."""
-
-    lines: Lines
-    gap: str = ""
-    progress: str = ""
-
-
-class Chain:
-    """Cuts the parsed items into runs, checking each starts where the one before it ended."""
-
-    def __init__(self, offset: int) -> None:
-        self.expected = str(offset)
-        self.broken = ""
-
-    def take(self, rows: list[tuple[str, str, str, str]]) -> Run | None:
-        """The run of `rows` that follows on; None once the chain broke (nothing after a gap
-        is forwarded) or for no rows."""
-        if self.broken or not rows:
-            return None
-        starts, ends, kinds, payloads = zip(*rows, strict=True)
-        n = len(rows)
-        if starts[0] != self.expected or starts[1:] != ends[:-1]:
-            prev = self.expected
-            for i, start in enumerate(starts):
-                if start != prev:
-                    n, self.broken = i, f"expected offset {prev}, got {start}"
-                    break
-                prev = ends[i]
-        if n:
-            self.expected = ends[n - 1]
-        lines = Lines(" ".join(ends[:n]), "".join(kinds[:n]), "\n".join(payloads[:n]))
-        return Run(lines, self.broken)
 
 
 # --- forwarding -------------------------------------------------------------------------------
