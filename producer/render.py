@@ -230,8 +230,8 @@ def job_detail(
     head = Table.grid(padding=(0, 2))
     head.add_column(style="bold")
     head.add_column()
-    s = rec.spec
-    c = costs(rec, time.time() if now is None else now)
+    s, at = rec.spec, time.time() if now is None else now
+    c = costs(rec, at)
     rate, gpu = c["rate_per_hour"], rec.get("gpu") or s.gpu.value
     choices = ",".join(g.value for g in s.gpus)
     rows: list[tuple[str, str | Text]] = [
@@ -244,14 +244,14 @@ def job_detail(
             + (f" (asked for {choices}, in that order)" if len(s.gpus) > 1 else ""),
         ),
         ("state", _state(rec.state)),
-        ("reason", shown_reason(rec, time.time() if now is None else now)),
+        ("reason", shown_reason(rec, at)),
         ("submitted by", rec.get("user") or s.submitted_by or "-"),
         ("worker", rec.get("worker") or "-"),
         ("colab account", rec.get("account") or "-"),
         ("session", rec.get("session") or "-"),
         ("endpoint", rec.get("endpoint") or "-"),
         ("limits", limits_text(s)),
-        *_progress_rows(progress, time.time() if now is None else now),
+        *_progress_rows(progress, at),
         ("elapsed", _age(c["elapsed_s"])),
         ("gpu held", _age(c["held_s"])),
         ("compute units", _units(c["cu"], 3) + (f" ({gpu} at {rate:.2f}/h held)" if rate else "")),
@@ -268,6 +268,16 @@ def job_detail(
         rows.append(("pre-flight digest", s.preflight_digest))
     for k, v in rows:
         head.add_row(k, v)
+    parts: list[RenderableType] = [head, _history_table(history)]
+    report = report_of(rec)
+    if report:
+        parts.append(final_report(report))
+    return Group(*parts)
+
+
+def _history_table(history: list[HistoryEntry]) -> RenderableType:
+    from rich.table import Table
+
     hist = Table(title="history")
     for col in ("at", "state", "reason", "by"):
         hist.add_column(col, overflow="fold")
@@ -275,11 +285,7 @@ def job_detail(
         what = f"{h.action} requested: {h.reason}" if h.action else h.reason
         by = f"{h.actor}@{h.host}" if h.actor else "-"
         hist.add_row(_when(h.at), _state(h.state), what, by)
-    parts: list[RenderableType] = [head, hist]
-    report = report_of(rec)
-    if report:
-        parts.append(final_report(report))
-    return Group(*parts)
+    return hist
 
 
 def _progress_rows(progress: Progress, now: float) -> list[tuple[str, str | Text]]:
