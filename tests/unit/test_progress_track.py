@@ -50,6 +50,8 @@ def bar(n: int, total: int, desc: str = "", tail: str = "") -> str:
         # Nested bars: the outermost, refined by the inner one printed after it moved.
         ([bar(1, 3, "epochs"), bar(2, 4, "batches", UP)], None, Position(1.5, 3, "it", "tqdm")),
         ([bar(2, 4, "batches", UP), bar(1, 3, "epochs")], None, Position(1, 3, "it", "tqdm")),
+        # An outer bar without a total (`5it [...]`) says no fraction: the one with a total does.
+        (["\r5it [00:01, 4.90it/s]", bar(2, 4, "batches", UP)], None, Position(2, 4, "it", "tqdm")),
         # A bar that starts again each epoch: rounds, of the job's epochs when it has them.
         ([bar(100, 100), bar(100, 100), bar(30, 100)], 4.0, Position(230, 400, "it", "tqdm")),
         ([bar(100, 100), bar(30, 100)], None, Position(130, None, "it", "tqdm")),
