@@ -19,6 +19,7 @@ from tests.cli.test_status import create, drive, rows_of, status
 from worker.clock import SystemClock
 from worker.progress import record
 from worker.progress.record import Reading
+from worker.progress.words import local_time
 from worker.records.keys import Keys
 from worker.records.ledger import Ledger
 from worker.settings import load_settings
@@ -58,7 +59,9 @@ def reading(done: float, rate: float, *, ago_s: float = 5.0, span_s: float = 600
 
 
 def local_hhmm(at: float) -> str:
-    return datetime.fromtimestamp(at).astimezone().strftime("%H:%M")
+    """As the list shows it: `14:32` today, `Tue 00:03` when that is tomorrow already."""
+    moment, today = datetime.fromtimestamp(at).astimezone(), datetime.now().astimezone()
+    return moment.strftime("%H:%M" if moment.date() == today.date() else "%a %H:%M")
 
 
 def test_the_list_shows_fraction_rate_and_eta_in_80_columns(
@@ -99,7 +102,7 @@ def test_one_job_in_words_as_json_and_from_python(
     r = reading(45, 0.2)
     store(ledger, job_id, r)
     page = status(env, job_id).output
-    assert f"45% (45/100 it), 0.2 it/s, ETA {local_hhmm(r.eta_at or 0)}" in page, page
+    assert f"45% (45/100 it), 0.2 it/s, ETA {local_time(r.eta_at or 0, time.time())}" in page
     data = json.loads(status(env, job_id, "--json").stdout)["progress"]
     assert data["fraction"] == 0.45 and data["rate_per_s"] == 0.2 and data["unit"] == "it"
     assert data["eta_at"] == pytest.approx(r.eta_at, abs=0.01)  # (stored to the millisecond)
