@@ -30,7 +30,7 @@ from colabq.errors import (
     UserInputError,
     WaitTimeout,
 )
-from colabq.results import Cancelled, JobInfo, Submission, SubmittedJob
+from colabq.results import Cancelled, JobInfo, RunProgress, Submission, SubmittedJob
 from colabq.submitting import SubmitOptions
 from worker.states import TERMINAL, JobState
 
@@ -49,6 +49,7 @@ __all__ = [
     "LedgerError",
     "PreflightFailed",
     "RunNameInUse",
+    "RunProgress",
     "SpecError",
     "StoreError",
     "Submission",

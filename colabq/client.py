@@ -205,10 +205,10 @@ class Client:
             return infos
 
     def _info(self, job_id: str) -> JobInfo:
-        from producer.commands.status import _read_job
+        from producer.commands.status import _progress, _read_job
 
         rec, history = _read_job(self.settings, self.ledger, job_id)
-        return job_info(rec, history)
+        return job_info(rec, history, progress=_progress(self.settings, self.ledger, job_id))
 
     def wait(self, job_id: str, *, timeout: float | None = None, poll_s: float = 1.0) -> JobInfo:
         """Wait until the job is over and return it (its state, reason and final report).

@@ -177,16 +177,29 @@ _CELERY_EVENTS = frozenset(
 )
 
 
-def _flower(task: Any) -> StateListener:
-    def to_flower(state: JobState, reason: str) -> None:
+class _Flower:
+    """What Flower shows of a job: its phases, and its progress while it runs."""
+
+    def __init__(self, task: Any) -> None:
+        self.task = task
+
+    def __call__(self, state: JobState, reason: str) -> None:
         # Flower ignores update_state, but a custom task event `task-<name>` becomes the task's
         # state there (celery.events.state upper-cases unknown event types into states). Only
         # the phases on the way are sent: the end is Celery's own SUCCESS or FAILURE.
         if state in TERMINAL or state.value in _CELERY_EVENTS:
             return
-        task.send_event(f"task-{state.value}", job_state=state.value, reason=reason[:300])
+        self.task.send_event(f"task-{state.value}", job_state=state.value, reason=reason[:300])
 
-    return to_flower
+    def progress(self, text: str) -> None:
+        """The run's progress (`worker.progress.words.flower_text`) as the task's `result`,
+        the field Flower's job page shows (Celery's own result replaces it at the end)."""
+        running = JobState.RUNNING.value
+        self.task.send_event(f"task-{running}", job_state=running, result=text[:300])
+
+
+def _flower(task: Any) -> StateListener:
+    return _Flower(task)
 
 
 def _ended(result: dict[str, Any]) -> dict[str, Any]:

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from rich.console import RenderableType
 
     from producer.joblist import Filters, Listing
+    from producer.render import Progress
     from worker.records.ledger import Ledger
     from worker.records.record import HistoryEntry, JobRecord
     from worker.settings import Settings
@@ -229,7 +230,7 @@ def _one_job(
     job_id = _reading(settings, lambda: ledger.find_by_prefix(job))
     if as_json:
         rec, history = _read_job(settings, ledger, job_id)
-        data = render.job_json(rec, history)
+        data = render.job_json(rec, history, progress=_progress(settings, ledger, job_id))
         data["id"] = _short_id(settings, ledger, job_id)
         print(json.dumps(data))
         raise typer.Exit(exitcodes.for_state(rec.state))
@@ -238,7 +239,8 @@ def _one_job(
     def draw() -> tuple[RenderableType, bool]:
         rec, history = _read_job(settings, ledger, job_id)
         last[:] = [rec]
-        return render.job_detail(rec, history), rec.state in TERMINAL
+        progress = _progress(settings, ledger, job_id)
+        return render.job_detail(rec, history, progress=progress), rec.state in TERMINAL
 
     if watch:
         if not _live(draw, every_s):
@@ -261,6 +263,13 @@ def _read_job(
     # A JobNotFound is a LookupError, none of these. A ResponseError: a key of another type.
     except (KeyError, ValueError, TypeError, redis.ResponseError) as exc:
         raise DamagedJob(job_id, _problem(exc), ledger.keys.job(job_id)) from None
+
+
+def _progress(settings: Settings, ledger: Ledger, job_id: str) -> Progress:
+    """The run's progress and time limit, from the job's watch hash (checked as it is read)."""
+    from worker.progress import record
+
+    return _reading(settings, lambda: record.read(ledger.r, ledger.keys.watch(job_id)))
 
 
 def _problem(exc: Exception) -> str:

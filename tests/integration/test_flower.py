@@ -189,3 +189,19 @@ def test_flower_refuses_without_a_login_and_keeps_its_state(fleet: Fleet) -> Non
         assert task(url, job_id).get("state") == "SUCCESS"
     finally:
         stop(proc)
+
+
+def test_flower_shows_a_running_jobs_progress(fleet: Fleet, flower: str) -> None:
+    """The run's progress (issue 27) on its job page: the task's `result` while it runs."""
+    from tests.integration.test_progress_on_vm import tqdm_job
+
+    job_id = submit(fleet, tqdm_job(40, 0.5), "mnist-mlp-bs64-lr1e-3-progress")
+    deadline = time.monotonic() + 90
+    shown = ""
+    while time.monotonic() < deadline and "ETA" not in shown:
+        shown = str(task(flower, job_id).get("result") or "")
+        time.sleep(0.3)
+    assert shown.startswith("progress: ") and "/40 it)" in shown and "ETA" in shown, shown
+    assert task(flower, job_id).get("state") == "RUNNING"
+    assert "progress: " in fetch(f"{flower}/task/{job_id}")  # the job's page
+    assert fleet.wait_terminal(job_id, timeout_s=120) is JobState.SUCCEEDED

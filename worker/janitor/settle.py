@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from worker import exitwhy, gpuidle, timelimit
 from worker.colab import rates, versions
 from worker.errors import ColabqError
+from worker.progress import record, words
 from worker.records.ledger import Ledger
 from worker.records.record import JobRecord
 from worker.session.codereport import not_ready
@@ -150,6 +151,9 @@ def settle_job(
             **rates.costs(rec.spec.gpu.value, rec.created_at, rec.fields, ledger.clock.time()),
             "next_action": "none" if s.state is JobState.SUCCEEDED else "read the log; resubmit",
             "notes": versions.report_notes(cli),
+            "progress": words.report(
+                record.from_watch(ledger.read_watch(job_id))[0], rec.spec.epochs
+            ),
         }
         fields = {"outcome": s.state.value, "report": json.dumps(report)}
         if s.exit_code is not None:

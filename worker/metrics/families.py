@@ -5,7 +5,8 @@ that metric's name and label names: `celery_queue_length{queue_name}` (messages 
 queue), `celery_worker_up{hostname}` (a live worker), `celery_worker_tasks_active{hostname}` (the
 job it holds), `celery_active_worker_count{queue_name}` (live workers consuming the queue). Labels
 are bounded: GPU type, account, user, state (and a worker's name, as celery-exporter's); a job id
-only when `job_labels` is asked for (`COLABQ_METRICS_JOB_LABELS`).
+only when `job_labels` is asked for (`COLABQ_METRICS_JOB_LABELS`): then each running job's
+progress and projected end too; without, the count of jobs projected past their time limit.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from prometheus_client.core import (
 from worker.metrics import labels
 from worker.metrics.ended import RUN_BOUNDS_S, WAIT_BOUNDS_S
 from worker.metrics.scrape import Scrape
+from worker.progress.limit import overrun
 from worker.states import JobState
 
 WORKER_STATES = ("idle", "busy", "drained")
@@ -38,6 +40,7 @@ class Options:
 def families(s: Scrape, opts: Options) -> Iterator[Metric]:
     yield from _live(s)
     yield from _beats(s)
+    yield _overruns(s)
     yield from _ended(s)
     yield from _accounts(s, opts)
     yield from _workers(s)
@@ -85,14 +88,33 @@ def _beats(s: Scrape) -> Iterator[Metric]:
         job = s.live[job_id]
         where = (job.gpu, accounts(job.account))
         age[where] = max(age.get(where, 0.0), max(s.now - beat, 0.0))
-    a = GaugeMetricFamily(
+    yield _by_gpu_account(
         "colabq_vm_heartbeat_age_seconds",
         "Seconds since the watchdog of a job holding a VM last recorded its heartbeat (after "
-        "its poll of the VM), the oldest by GPU type and account.", labels=["gpu", "account"],
+        "its poll of the VM), the oldest by GPU type and account.", age,
     )  # fmt: skip
-    for where, v in sorted(age.items()):
-        a.add_metric(list(where), v)
-    yield a
+
+
+def _overruns(s: Scrape) -> Metric:
+    accounts = labels.Capped()
+    count: dict[tuple[str, str], float] = {}
+    for job_id, (reading, limit) in s.progress.items():
+        job = s.live[job_id]
+        if job.state is JobState.RUNNING and overrun(reading, limit) is not None:
+            where = (job.gpu, accounts(job.account))
+            count[where] = count.get(where, 0) + 1
+    return _by_gpu_account(
+        "colabq_jobs_projected_overrun",
+        "Running jobs whose rate projects their end past their own time limit (what the "
+        "overrun warning says), by GPU type and account.", count,
+    )  # fmt: skip
+
+
+def _by_gpu_account(name: str, doc: str, values: dict[tuple[str, str], float]) -> Metric:
+    g = GaugeMetricFamily(name, doc, labels=["gpu", "account"])
+    for where, v in sorted(values.items()):
+        g.add_metric(list(where), v)
+    return g
 
 
 def _ended(s: Scrape) -> Iterator[Metric]:
@@ -213,13 +235,24 @@ def _per_job(s: Scrape) -> Iterator[Metric]:
     beat = GaugeMetricFamily("colabq_job_vm_heartbeat_age_seconds",
                              "Seconds since the job's watchdog last recorded its heartbeat.",
                              labels=["job_id"])  # fmt: skip
+    ratio = GaugeMetricFamily("colabq_job_progress_ratio",
+                              "How far the run got (0-1), as its console last said.",
+                              labels=["job_id"])  # fmt: skip
+    eta = GaugeMetricFamily("colabq_job_eta_timestamp_seconds",
+                            "When the run ends at its measured rate (epoch s).",
+                            labels=["job_id"])  # fmt: skip
     for job_id, j in sorted(s.live.items()):
         info.add_metric([job_id, j.state.value, j.gpu, j.account, j.user], 1)
         restarts.add_metric([job_id], j.restarts)
         putbacks.add_metric([job_id], j.putbacks)
         if job_id in s.beats:
             beat.add_metric([job_id], max(s.now - s.beats[job_id], 0.0))
-    yield from (info, restarts, putbacks, beat)
+        reading = s.progress[job_id][0] if job_id in s.progress else None
+        if reading is not None and reading.fraction is not None:
+            ratio.add_metric([job_id], reading.fraction)
+        if reading is not None and reading.eta_at is not None:
+            eta.add_metric([job_id], reading.eta_at)
+    yield from (info, restarts, putbacks, beat, ratio, eta)
 
 
 def ledger_up(value: int) -> Metric:

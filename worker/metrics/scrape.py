@@ -1,7 +1,8 @@
 """What one scrape reads, in two pipelined round trips whatever the number of jobs: the ended
 jobs' counters, the janitor's and the notifier's, every account's balance, the live workers'
-names, each GPU queue's length and the watchdog heartbeat of each job that holds a session
-(bounded by the fleet's slots, not by the queue); then the live workers' cards and drains. The
+names, each GPU queue's length and the watchdog heartbeat and run's progress of each job that
+holds a session (bounded by the fleet's slots, not by the queue); then the live workers' cards
+and drains. The
 live jobs themselves are `live.LiveJobs`'s, kept in memory. Reading changes nothing.
 """
 
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from worker.accounts.balances import Balance, parse_balances
@@ -18,6 +19,8 @@ from worker.fleet.health import Health
 from worker.metrics import counts
 from worker.metrics.ended import EndedTotals, read_ended
 from worker.metrics.live import LiveJob
+from worker.progress import record
+from worker.progress.record import Limit, Reading
 from worker.records.fleet import WorkerCard, parse_card
 from worker.records.keys import Keys, queue_lists
 from worker.spec import Gpu, queue_for
@@ -42,6 +45,8 @@ class Scrape:
     notify: Mapping[tuple[str, str], int]  # (target, state) -> notifications given up on
     beats: Mapping[str, float]  # job holding a session -> its watchdog's last heartbeat
     skipped: int  # fields and records that did not parse
+    # job holding a session -> its run's progress and time limit (`worker.progress.record`)
+    progress: Mapping[str, tuple[Reading, Limit | None]] = field(default_factory=dict)
 
 
 def read_scrape(
@@ -60,21 +65,28 @@ def read_scrape(
         for name in queue_lists(queue):
             pipe.llen(name)
     for job_id in held:
-        pipe.hget(keys.watch(job_id), "heartbeat_at")
+        pipe.hmget(keys.watch(job_id), "heartbeat_at", *record.FIELDS)
     got = pipe.execute()
     ended_raw, janitor_raw, notify_raw, usage_raw, names_raw = got[:5]
     lengths, beat_raw = got[5 : 5 + 4 * len(queues)], got[5 + 4 * len(queues) :]
     ended = read_ended(ended_raw)
     janitor, bad_j = counts.read_counts(janitor_raw, counts.ACTIONS)
     notify, bad_n = counts.read_counts(notify_raw, (s.value for s in JobState))
-    beats = {j: b for j, raw in zip(held, beat_raw, strict=True) if (b := _time(raw)) is not None}
+    beats = {
+        j: b for j, raw in zip(held, beat_raw, strict=True) if (b := _time(raw[0])) is not None
+    }
+    progress = {}
+    for job_id, raw in zip(held, beat_raw, strict=True):
+        reading, limit = record.from_fields(raw[1:])
+        if reading is not None:
+            progress[job_id] = (reading, limit)
     return Scrape(
         now=now, ended=ended, live=live,
         queues={q: sum(int(n) for n in lengths[4 * i : 4 * i + 4])
                 for i, q in enumerate(queues.values())},
         workers=_workers(r, keys, [n.decode(errors="replace") for n in names_raw]),
         balances=parse_balances(usage_raw), janitor=janitor, notify=notify, beats=beats,
-        skipped=ended.skipped + bad_j + bad_n,
+        skipped=ended.skipped + bad_j + bad_n, progress=progress,
     )  # fmt: skip
 
 

@@ -101,7 +101,13 @@ class Notifier:
                 self.sleep(2.0)
 
     def handle(self, ev: events.Event) -> None:
-        if ev.kind != events.STATE:
+        """A state change goes to the targets that want its state; a projected overrun of the
+        job's time limit (`events.OVERRUN`) to those that want TIMED_OUT, which it warns of."""
+        if ev.kind == events.STATE:
+            told = ev.dst
+        elif ev.kind == events.OVERRUN:
+            told = JobState.TIMED_OUT.value
+        else:
             return
         try:
             rec = self.ledger.get(ev.job)
@@ -110,7 +116,7 @@ class Notifier:
             job_notify, run_name = (), ""
         payload = {**ev.to_json(), "run_name": run_name}
         for name, states in wanted(job_notify, self.deployment).items():
-            if JobState(ev.dst) not in states:
+            if JobState(told) not in states:
                 continue
             target = self.targets.get(name)
             if target is None:

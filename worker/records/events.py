@@ -1,6 +1,7 @@
 """The event log: one Redis stream, `<prefix>:events`, of every state change and every action
-(submit, cancel request, drain, undrain, adopt, janitor stop, retry, clean), with when, who,
-from which host and why (`colabq events`, the notifier in `worker.notify`).
+(submit, cancel request, drain, undrain, adopt, janitor stop, retry, clean, a run's projected
+overrun of its time limit), with when, who, from which host and why (`colabq events`, the
+notifier in `worker.notify`).
 
 An entry's fields: `job` (a job id, or a worker's name for a drain), `kind` (`state` for a state
 change, else the action), `from` (the state it left, `state` only) and `e`, the JSON of a history
@@ -32,7 +33,8 @@ if TYPE_CHECKING:
 
 STATE = "state"
 ACTIONS = ("submit", "cancel", "drain", "undrain", "adopt", "janitor-stop", "retry", "clean",
-           "notify-failed")  # fmt: skip
+           "notify-failed", "overrun")  # fmt: skip
+OVERRUN = "overrun"  # `worker.progress.guard`: the run's rate projects its end past its limit
 
 
 def events_key(keys: Keys) -> str:

@@ -34,10 +34,12 @@ ENV_PREFIX = "COLABQ_"  # worker.settings' own, kept equal by a test
 # older segment (its VM was lost and a new one started) changes nothing.
 # KEYS: watch hash, log stream. ARGV: segment, maxlen, retention (s), the items' end offsets
 # (space-separated), their kinds (one letter each), their payloads joined by newlines (a console
-# line never holds one). Six arguments whatever the batch: encoding one argument per line was
-# most of what a batch cost the client. The stream is trimmed once per batch (MAXLEN ~, as XADD
-# would) and its retention renewed with every line.
-# kinds: l = a line; s = a sentinel "WHAT=value"; e = the attach's end. A line moves the offset
+# line never holds one), and the run's progress read from them (`worker.progress.record`; "" for
+# none), stored as the watch's `exec_progress`. Seven arguments whatever the batch: encoding one
+# argument per line was most of what a batch cost the client. The stream is trimmed once per
+# batch (MAXLEN ~, as XADD would) and its retention renewed with every line.
+# kinds: l = a line; s = a sentinel "WHAT=value"; e = the attach's end (any other is skipped:
+# a bar's update, `p`, is the client's alone). A line moves the offset
 # strictly forward; a sentinel or an end may sit at the offset already recorded (the attach's own
 # markers take no bytes), and applying one twice changes nothing.
 FORWARD_SCRIPT = """
@@ -58,7 +60,7 @@ for word in string.gmatch(ARGV[4], '%S+') do
     if kind == 'l' then
       redis.call('XADD', KEYS[2], '*', 'line', payload, 'stream', 'out')
       added = true
-    else
+    elseif kind == 's' or kind == 'e' then
       local eq = string.find(payload, '=', 1, true)
       if eq then
         redis.call('HSET', KEYS[1], 'exec_' .. string.lower(string.sub(payload, 1, eq - 1)),
@@ -69,6 +71,7 @@ for word in string.gmatch(ARGV[4], '%S+') do
   end
 end
 redis.call('HSET', KEYS[1], 'log_offset', cur)
+if ARGV[7] and ARGV[7] ~= '' then redis.call('HSET', KEYS[1], 'exec_progress', ARGV[7]) end
 if added then
   redis.call('XTRIM', KEYS[2], 'MAXLEN', '~', ARGV[2])
   redis.call('EXPIRE', KEYS[2], ARGV[3])
@@ -125,14 +128,17 @@ def forward_lines(
     *,
     log_maxlen: int,
     retention_s: float,
+    progress: str = "",
 ) -> int:
-    """Append `lines` past the recorded offset, atomically with the offset itself; returns
-    the offset now recorded, or -1 if `segment` is not the job's current one."""
+    """Append `lines` past the recorded offset, atomically with the offset itself (and the
+    run's `progress` read from them, if given); returns the offset now recorded, or -1 if
+    `segment` is not the job's current one."""
     n = lines.size
     if n and (lines.ends.count(" ") != n - 1 or lines.payloads.count("\n") != n - 1):
         raise ValueError("one end offset, one kind letter and one payload (no newline) per item")
     args: list[str | int] = [
         str(segment), log_maxlen, int(retention_s), lines.ends, lines.kinds, lines.payloads,
+        progress,
     ]  # fmt: skip
     return int(script(keys=[keys.watch(job_id), keys.log(job_id)], args=args))
 
@@ -243,10 +249,10 @@ class Feed:
             log_maxlen=self.log_maxlen, retention_s=self.retention_s,
         )  # fmt: skip
 
-    def forward_lines(self, job_id: str, segment: int, lines: Lines) -> int:
+    def forward_lines(self, job_id: str, segment: int, lines: Lines, progress: str = "") -> int:
         return forward_lines(
             self._forward, self.keys, job_id, segment, lines,
-            log_maxlen=self.log_maxlen, retention_s=self.retention_s,
+            log_maxlen=self.log_maxlen, retention_s=self.retention_s, progress=progress,
         )  # fmt: skip
 
     def log_offset(self, job_id: str) -> int:

@@ -15,6 +15,7 @@ from worker.colab import rates, versions
 from worker.colab.release import ReleaseOutcome, release_session
 from worker.errors import ColabqError
 from worker.fleet.causes import Cause, PutBack
+from worker.progress import record, words
 from worker.records.record import JobRecord
 from worker.records.tail import forward_stored_tail
 from worker.records.unheld import note_reason
@@ -299,6 +300,8 @@ class Finishing(JobRun):
             "code": codereport.code_report(self.spec, w),
             "environment": codereport.environment_report(self.spec, w),
             "inputs": codereport.inputs_report(self.spec, w),
+            # The rate the run went at, measured from its console (`worker.progress`).
+            "progress": words.report(record.from_watch(w)[0], self.spec.epochs),
         }
 
     def _costs(self) -> dict[str, object]:

@@ -73,6 +73,8 @@ class RunnerDeps:
     worker_name: str = "worker"
     # Told of every state change after it is recorded (the Celery task sends it to Flower).
     on_state: Callable[[S, str], None] = lambda state, reason: None
+    # Told of the run's progress while it runs, every few seconds at most (Flower's job page).
+    on_progress: Callable[[str], None] = lambda text: None
     # The lease's fence; the default trusts the per-job lock alone (tests without a lease).
     fence: Fence = lambda: None
     # The GPU types this worker serves: those of a job's types it may allocate.

@@ -158,6 +158,7 @@ def _wire(
         start_watchdog=lambda f, env: start_watchdog(f, env, clock=clock),
         worker_name=worker_name,
         on_state=noted,
+        on_progress=getattr(listener, "progress", lambda text: None),
         fence=lambda: beat.fence(settings.redis_retry_s),
         served_gpus=settings.worker_gpus,
     )

@@ -340,6 +340,9 @@ SYNC_PID=$!
 
 phase running
 [ -n "$CODE_UV" ] && set -- "$CODE_UV" run --no-sync "$@"
+# The job's own time limit from now (what the stages above left of it): with STARTED, when
+# `timeout` stops it, which the owner projects the run's end against (worker/progress/).
+sentinel TTL "$TTL"
 sentinel STARTED "$(date +%s.%N)"
 JOB_T0=$SECONDS
 JOB_LOG_AT=$(stat -c %s "$JOB_LOG")  # the job's own output starts here
