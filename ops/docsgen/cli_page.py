@@ -1,5 +1,5 @@
 """The CLI reference, generated from the commands themselves: `colabq --help` and each
-command's `--help`, rendered by Typer as a user sees them (100 columns), in the order
+command's `--help`, rendered by Typer as a user sees them (80 columns), in the order
 `colabq --help` lists them; and each command's options, for the test that checks the flags the
 hand-written pages name.
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-WIDTH = 100
+WIDTH = 80  # a terminal's usual width, and what fits the page
 
 
 def _group() -> Any:

@@ -10,6 +10,7 @@ new setting without documentation fails CI.
 from __future__ import annotations
 
 import ast
+import html
 import inspect
 import io
 import tokenize
@@ -177,9 +178,12 @@ def render_settings(docs: list[SettingDoc]) -> str:
         "| --- | --- | --- | --- |",
     ]
     for doc in docs:
-        env = "<br>".join(f"`{e}`" for e in doc.env)
+        # A long name may break after an underscore (<wbr>), never inside a word.
+        env = "<br>".join(f"<code>{e.replace('_', '_<wbr>')}</code>" for e in doc.env)
         what = _cell(_env_words(doc.description, docs))
-        rows.append(f"| {env} | `{_cell(doc.type)}` | {_cell(doc.default)} | {what} |")
+        # Inline HTML, not a code span: a `\|` inside a code span would show its backslash.
+        kind = html.escape(doc.type).replace("|", "&#124;")
+        rows.append(f"| {env} | <code>{kind}</code> | {_cell(doc.default)} | {what} |")
     return "\n".join(rows) + "\n"
 
 
