@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 from urllib.parse import urlsplit
 
-from pydantic import Field, SecretStr, ValidationInfo, field_validator
+from pydantic import AliasChoices, Field, SecretStr, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from worker.errors import ConfigError
@@ -143,8 +143,12 @@ class Settings(BaseSettings):
     colab_call_timeout_s: float = Field(default=30.0, gt=0)
     # The timeout of one `colab upload` (the job's bundle).
     colab_upload_timeout_s: float = Field(default=600.0, gt=0)
-    # Sessions are proven ours by this prefix plus 128 random bits.
-    session_prefix: str = "colabq-"
+    # The session name prefix: colabq's Colab sessions are named with it plus 128 random bits,
+    # which proves a session colabq's own. COLABQ_SESSION_PREFIX is its older name, still read.
+    session_prefix: str = Field(
+        default="colabq-",
+        validation_alias=AliasChoices("COLABQ_SESSION_NAME_PREFIX", "COLABQ_SESSION_PREFIX"),
+    )
     # A worker host's 0600 file holding the Hub token its jobs' uploads use (tokens never
     # travel through Redis); a submitting machine uses huggingface_hub's own login instead.
     hf_token_file: Path | None = None
@@ -484,6 +488,13 @@ class Settings(BaseSettings):
 
 
 def _invalid(field: str, why: str) -> ConfigError:
+    """`field` is a field's name, or the first variable of its aliases (a renamed setting):
+    the line names every variable that sets it."""
+    for name, info in Settings.model_fields.items():
+        alias = info.validation_alias
+        names = [str(c) for c in alias.choices] if isinstance(alias, AliasChoices) else []
+        if names and (field == name or field.upper() in names):
+            return ConfigError.invalid(" or ".join(names), why)
     return ConfigError.invalid(f"{ENV_PREFIX}{field.upper()}", why)
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 from producer.exitcodes import TABLE
 from producer.preflight.report import WAIVER_NAMES
@@ -83,11 +84,23 @@ def _variables_in(*folders: str, suffixes: tuple[str, ...] = (".py", ".sh", ".ya
     return found
 
 
+def _aliases(model: type[Any]) -> set[str]:
+    """The variables of renamed settings (a field's `validation_alias` choices)."""
+    from pydantic import AliasChoices
+
+    found: set[str] = set()
+    for info in model.model_fields.values():
+        if isinstance(info.validation_alias, AliasChoices):
+            found |= {str(choice) for choice in info.validation_alias.choices}
+    return found
+
+
 def test_every_variable_the_product_reads_is_on_the_settings_page() -> None:
     from worker.settings import ENV_PREFIX, Settings
 
     page = (DOCS / "reference" / "settings.md").read_text()
     documented = {f"{ENV_PREFIX}{name}".upper() for name in Settings.model_fields}
+    documented |= _aliases(Settings)
     documented |= set(_VARIABLE.findall(page))
     read = _variables_in("worker", "producer", "colabq", "compose.yaml", "Dockerfile")
     assert len(read) > 40
@@ -100,6 +113,7 @@ def test_every_variable_the_pages_name_exists() -> None:
 
     exists = _variables_in("worker", "producer", "colabq", "ops", "tests", "compose.yaml")
     exists |= {f"{ENV_PREFIX}{name}".upper() for name in Settings.model_fields}
+    exists |= _aliases(Settings)
     exists.add("COLABQ_NAME")  # the settings file's `COLABQ_NAME=value` lines: a placeholder
     named: set[str] = set()
     for text in TEXTS.values():

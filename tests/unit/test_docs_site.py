@@ -15,6 +15,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from pydantic import AliasChoices
 
 from ops.docsgen.cli_page import command_paths, help_text
 from ops.docsgen.settings_page import Undocumented, settings_docs
@@ -72,6 +73,15 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp / "site"
 
 
+def variables(field: str) -> list[str]:
+    """The variables that set a field: its aliases (a renamed setting: the new name first),
+    else its own name with the prefix."""
+    alias = Settings.model_fields[field].validation_alias
+    if isinstance(alias, AliasChoices):
+        return [str(choice) for choice in alias.choices]
+    return [f"{ENV_PREFIX}{field}".upper()]
+
+
 def page_text(site: Path, page: str) -> str:
     raw = (site / page / "index.html").read_text()
     return html.unescape(re.sub(r"<[^>]+>", "", raw))
@@ -90,8 +100,9 @@ def test_the_built_pages_fetch_nothing_from_elsewhere(site: Path) -> None:
 def test_the_settings_page_lists_every_setting_of_the_model(site: Path) -> None:
     raw = (site / "reference" / "settings" / "index.html").read_text()
     table = raw.split('id="every-setting"', 1)[1].split("</table>", 1)[0].replace("<wbr>", "")
-    listed = re.findall(r"<tr>\s*<td><code>(COLABQ_[A-Z0-9_]+)</code>", table)
-    assert listed == [f"{ENV_PREFIX}{name}".upper() for name in Settings.model_fields]
+    rows = re.findall(r"<tr>\s*<td>(.*?)</td>", table, re.S)
+    listed = [re.findall(r"<code>(COLABQ_[A-Z0-9_]+)</code>", row) for row in rows]
+    assert listed == [variables(name) for name in Settings.model_fields]
     text = page_text(site, "reference/settings")
     for doc in settings_docs(Settings, ROOT / "worker" / "settings.py", ENV_PREFIX):
         # Its text up to the first code span (rendered), else the text after that span.
