@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # What the product needs to run (the demo): no development tools, no MLflow server.
 RUN_STAMP := $(VENV)/.installed-run
 
-.PHONY: all install lint typecheck test test-unit demo bench chaos clean
+.PHONY: all install lint typecheck test test-unit demo docs bench chaos clean
 
 all: lint typecheck test
 
@@ -40,6 +40,10 @@ test-unit: install
 demo: $(RUN_STAMP)
 	$(BIN)/colabq demo
 
+# The documentation site from docs/ into site/ (tests/unit/test_docs_site.py builds it too).
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
 # Every benchmark, then one table against the anchors (about 10 minutes; not part of `make test`).
 bench: install
 	bash ops/ensure-redis.sh
@@ -52,4 +56,4 @@ chaos: install
 	$(BIN)/python -m ops.chaos
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache site

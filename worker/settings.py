@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 from urllib.parse import urlsplit
 
-from pydantic import Field, SecretStr, ValidationInfo, field_validator
+from pydantic import AliasChoices, Field, SecretStr, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from worker.errors import ConfigError
@@ -100,20 +100,24 @@ class Settings(BaseSettings):
         env_prefix=ENV_PREFIX, env_file=None, extra="ignore", frozen=True, allow_inf_nan=False
     )
 
+    # The Redis of the deployment, its broker and ledger, the same on every machine:
+    # `redis://[USER:PASSWORD@]HOST:PORT/DB`, `rediss://` for TLS, or kombu's sentinel:// form.
     redis_url: str = "redis://127.0.0.1:6379/0"
     # With a Sentinel redis_url (kombu's form: `sentinel://H1:26379;sentinel://H2:26379/0`), the
     # name of the master its sentinels monitor; required then, and read only then.
     redis_master_name: str | None = Field(default=None, validate_default=True)
-    # With a sentinel:// redis_url, the sentinels' own login: their `requirepass` (or an ACL
-    # user of theirs and its password). The URL's USER:PASSWORD@ is the master's; each side
-    # gets only its own. Read only with a sentinel URL; the password is never printed.
+    # With a sentinel:// redis_url, the sentinels' own login: their ACL user, if they have one.
+    # The URL's USER:PASSWORD@ is the master's; each side gets only its own.
     redis_sentinel_username: str | None = None
+    # With a sentinel:// redis_url, the sentinels' `requirepass` (or their ACL user's
+    # password). Read only with a sentinel URL; never printed.
     redis_sentinel_password: SecretStr | None = Field(default=None, validate_default=True)
     # Every Redis key colabq writes starts with this, so one Redis can host several deployments.
     key_prefix: str = "colabq"
     # Queues are `<queue_prefix>gpu.<type>`: a prefix keeps deployments (or a demo, or a test)
     # sharing one Redis database from taking each other's jobs.
     queue_prefix: str = ""
+    # The `colab` CLI this host runs: a name on PATH or a path (`ops/colab`: the emulator).
     colab_bin: str = "colab"
     # A `colab` release colabq does not list (`worker.colab.versions`), exactly as `colab version`
     # prints it, that an operator runs at their own risk: driven as the newest supported one,
@@ -123,17 +127,30 @@ class Settings(BaseSettings):
     # COLAB_CLI_RETRY_BACKOFF: read by 0.7.5): every backend request's timeout and the
     # assignment's retries. colabq's own timeout on `colab new` is the worst case these allow,
     # plus `colab_new_margin_s`, so it kills a `new` only when the CLI hangs.
+
+    # Every backend request's timeout (COLAB_CLI_REQUEST_TIMEOUT).
     colab_request_timeout_s: float = Field(default=120.0, gt=0)
+    # How often 0.7.5 retries a failed assignment of `colab new` (COLAB_CLI_ASSIGN_RETRIES).
     colab_assign_retries: int = Field(default=3, ge=0, le=8)
+    # The wait before its first retry, doubled each time (COLAB_CLI_RETRY_BACKOFF).
     colab_retry_backoff_s: float = Field(default=10.0, ge=0)
+    # Added to the worst case the three above allow: colabq's own timeout on `colab new`.
     colab_new_margin_s: float = Field(default=30.0, ge=0)
     # Worker-local state: the CLI's per-slot sessions.json, job work dirs, recovered results.
     # Proven a writable folder by `ensure_state_dir()` where a command first writes it.
     state_dir: Path = Field(default_factory=_default_state_dir)
+    # The timeout of one short `colab` call (status, sessions, ls, a download of a small file).
     colab_call_timeout_s: float = Field(default=30.0, gt=0)
+    # The timeout of one `colab upload` (the job's bundle).
     colab_upload_timeout_s: float = Field(default=600.0, gt=0)
-    # Sessions are proven ours by this prefix plus 128 random bits.
-    session_prefix: str = "colabq-"
+    # The session name prefix: colabq's Colab sessions are named with it plus 128 random bits,
+    # which proves a session colabq's own. COLABQ_SESSION_PREFIX is its older name, still read.
+    session_prefix: str = Field(
+        default="colabq-",
+        validation_alias=AliasChoices("COLABQ_SESSION_NAME_PREFIX", "COLABQ_SESSION_PREFIX"),
+    )
+    # A worker host's 0600 file holding the Hub token its jobs' uploads use (tokens never
+    # travel through Redis); a submitting machine uses huggingface_hub's own login instead.
     hf_token_file: Path | None = None
     # Hub tokens per destination and per submitting user (0600 files `dest/<owner>__<repo>` and
     # `user/<name>` in this folder), each serving only the users it belongs to: a destination's
@@ -154,6 +171,7 @@ class Settings(BaseSettings):
     # whose host no credential above covers: shipped to the VM like the credentials, used with
     # it alone, deleted after the fetch (worker/session/gitroute.py).
     git_ssh_key_file: Path | None = None
+    # How often a job's owner looks at its attach client and its VM while the job runs.
     poll_interval_s: float = Field(default=2.0, gt=0)
     # The watchdog polls this often (the original used 15 s; each poll may call `colab status`).
     watchdog_poll_s: float = Field(default=15.0, gt=0)
@@ -163,15 +181,21 @@ class Settings(BaseSettings):
     hf_endpoint: str | None = None
     # The VM uploader's commit retries (each attempt one commit; backoff doubles from the base).
     vm_upload_attempts: int = Field(default=6, ge=1)
+    # The wait before the VM uploader's first retry, doubled each time.
     vm_upload_backoff_s: float = Field(default=4.0, ge=0)
+    # A job's owner renews its lease this often.
     heartbeat_interval_s: float = Field(default=5.0, gt=0)
+    # A job's lease (its lock) lives this long unless renewed: past it, the owner is gone.
     lease_ttl_s: float = Field(default=30.0, gt=0)
+    # At most this many lines in a job's log stream in Redis (the full log is in the store).
     log_stream_maxlen: int = Field(default=20_000, ge=100)
     # GPU types this worker serves (one queue each: gpu.<type>): `T4,A100` or `["T4","A100"]`.
     worker_gpus: Annotated[tuple[str, ...], NoDecode] = ALL_GPUS
     # Local times a run should not span (the pre-flight's ETA check warns): comma-separated,
     # a day list kept whole, e.g. `22:00-07:00,Sat,Sun 00:00-24:00` (worker/quiet.py).
     quiet_windows: Annotated[tuple[str, ...], NoDecode] = ()
+    # Beat runs a janitor pass this often; a worker host runs its account's pass when none
+    # ran for 1.5 of these.
     janitor_interval_s: float = Field(default=60.0, gt=0)
     # A terminal job's record, history and log stream expire this long after it ended.
     retention_s: float = Field(default=30 * 24 * 3600.0, gt=0)
@@ -180,6 +204,8 @@ class Settings(BaseSettings):
     # pass that sees it stops it, whatever the jitter of the passes); a QUEUED job no queue holds
     # after this long is sent again, once.
     orphan_grace_s: float = Field(default=90.0, ge=0)
+    # A QUEUED job older than this whose message no queue holds and no worker owns is sent
+    # again, once.
     stranded_grace_s: float = Field(default=600.0, ge=0)
     # Keys of the Redis database a janitor pass walks (SCAN, from where the last pass stopped)
     # to find live jobs missing from the index of live jobs (`worker.janitor.reconcile`); 0: off.
@@ -193,10 +219,12 @@ class Settings(BaseSettings):
     # A job Colab cannot serve now waits: its next try after this, doubling each refusal in
     # a row up to the max (its own `capacity_wait_s` ends the wait).
     capacity_backoff_s: float = Field(default=30.0, gt=0)
+    # The longest wait between two tries of a job Colab cannot serve now.
     capacity_backoff_max_s: float = Field(default=600.0, gt=0)
     # A worker drained by a host failure probes its health after this, doubling each failed
     # probe up to the max, and takes jobs again when healthy.
     drain_probe_s: float = Field(default=5.0, gt=0)
+    # The longest wait between two probes of a drained worker.
     drain_probe_max_s: float = Field(default=300.0, gt=0)
     # A job put back by this many different workers, each for its own failure, is poison: it
     # ends FAILED with every worker's reason.
@@ -216,6 +244,7 @@ class Settings(BaseSettings):
     # The wrapper on the VM rewrites its heartbeat file this often; a heartbeat older than
     # `vm_heartbeat_stale_s` means nothing runs there any more.
     vm_heartbeat_s: float = Field(default=5.0, gt=0)
+    # A VM heartbeat older than this: nothing runs on the VM any more.
     vm_heartbeat_stale_s: float = Field(default=60.0, gt=0)
     # After its final upload the wrapper waits this long for its owner to stop the VM (so the
     # owner can forward the last log lines), then releases the VM itself.
@@ -223,6 +252,7 @@ class Settings(BaseSettings):
     # A failed `colab stop` is tried again this many times in all, after 2, 4, 8 ... s (the
     # base below); then the release is "not verified" and the janitor takes it from there.
     release_attempts: int = Field(default=5, ge=1)
+    # The wait before the first retry of a failed `colab stop`, doubled each time.
     release_backoff_s: float = Field(default=2.0, ge=0)
     # A dead attach client is replaced at once, then after 1, 2, 4 ... s, at most this long.
     reattach_backoff_max_s: float = Field(default=30.0, gt=0)
@@ -232,12 +262,20 @@ class Settings(BaseSettings):
     # Experiment trackers (worker and beat hosts). colabq opens the run of a job that logs to
     # MLflow (and names a W&B run), so the janitor can finish it when the job dies. Credentials
     # are files named here, read on this host only: never Redis, a message, a log or an argv.
+
+    # The MLflow server whose runs colabq opens and finishes (unset: colabq opens none).
     mlflow_tracking_uri: str | None = None
-    mlflow_experiment: str = "colabq"  # when the job names none
-    mlflow_token_file: Path | None = None  # a bearer token (MLFLOW_TRACKING_TOKEN)
+    # The MLflow experiment of a job's run when the job names none.
+    mlflow_experiment: str = "colabq"
+    # A file holding the MLflow server's bearer token (MLFLOW_TRACKING_TOKEN).
+    mlflow_token_file: Path | None = None
+    # A 0600 file holding the W&B API key the janitor finishes ghost runs with.
     wandb_api_key_file: Path | None = None
+    # The W&B entity (user or team) of the jobs' runs.
     wandb_entity: str | None = None
-    wandb_project: str | None = None  # when the job names none
+    # The W&B project of a job's run when the job names none.
+    wandb_project: str | None = None
+    # The W&B server (a self-hosted one's URL).
     wandb_base_url: str = "https://api.wandb.ai"
     # A ghost run (still running while its job is over) is deleted instead of finished.
     tracker_delete_ghosts: bool = False
@@ -466,6 +504,13 @@ class Settings(BaseSettings):
 
 
 def _invalid(field: str, why: str) -> ConfigError:
+    """`field` is a field's name, or the first variable of its aliases (a renamed setting):
+    the line names every variable that sets it."""
+    for name, info in Settings.model_fields.items():
+        alias = info.validation_alias
+        names = [str(c) for c in alias.choices] if isinstance(alias, AliasChoices) else []
+        if names and (field == name or field.upper() in names):
+            return ConfigError.invalid(" or ".join(names), why)
     return ConfigError.invalid(f"{ENV_PREFIX}{field.upper()}", why)
 
 

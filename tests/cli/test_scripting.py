@@ -40,8 +40,9 @@ runner = CliRunner()
 OWNER = "owner-token"
 ENTRY_POINT = Path(sys.executable).parent / "colabq"
 
-# What each way of ending gives `logs -f`, in the README table's names (not read back from
-# exitcodes._BY_STATE: the test states the contract).
+# What each way of ending gives `logs -f`, in the names of the exit-code table
+# (docs/reference/exit-codes.md; not read back from exitcodes._BY_STATE: the test states the
+# contract).
 OUTCOME_CODES = {
     JobState.SUCCEEDED: exitcodes.OK,
     JobState.FAILED: exitcodes.FAILED,

@@ -238,7 +238,7 @@ class SentinelCluster:
         return str(self.data(port).info("replication")["role"])
 
     def switchover(self) -> int:
-        """A planned failover that loses no write (README, "Redis Sentinel"): the master's
+        """A planned failover that loses no write (docs/operations/sentinel.md): the master's
         writes paused, its replica caught up, SENTINEL FAILOVER, the old master made the new
         one's replica as soon as the sentinels name the new one, then its paused writes let go
         (each refused READONLY, which clients retry on the new master). Returns the new port."""

@@ -1,10 +1,10 @@
-"""Flower seen as a person sees it: the Flower the README documents (`colabq flower`, its login
-from a 0600 file), a job that succeeded and one that failed, run by a real worker on the Colab
-emulator; then headless Chromium (Debian's `chromium`) opens the task list, answers Flower's
+"""Flower seen as a person sees it: the Flower docs/operations/flower.md documents (`colabq flower`,
+its login from a 0600 file), a job that succeeded and one that failed, run by a real worker on the
+Colab emulator; then headless Chromium (Debian's `chromium`) opens the task list, answers Flower's
 login prompt, and the test reads the rendered table (filled by Flower's JavaScript from
-/tasks/datatable): the succeeded job's row says SUCCESS, the failed one's FAILURE with its
-reason. The screenshot is kept in `test-artifacts/` (`COLABQ_TEST_ARTIFACTS` names another
-folder; never committed).
+/tasks/datatable): the succeeded job's row says SUCCESS, the failed one's FAILURE with its reason.
+The screenshot is kept in `test-artifacts/` (`COLABQ_TEST_ARTIFACTS` names another folder; never
+committed).
 
 Without Chromium it skips locally and fails under CI (`COLABQ_REQUIRE_SERVICES`);
 `ops/ensure-chromium.sh` installs it.
@@ -64,8 +64,8 @@ def chromium_exe() -> str:
 
 @pytest.fixture
 def documented_flower(fleet: Fleet) -> Iterator[str]:
-    """Flower as the README starts it: the login file made 0600 first, then `colabq flower`
-    (on a free port: tests run side by side)."""
+    """Flower as docs/operations/flower.md starts it: the login file made 0600 first, then
+    `colabq flower` (on a free port: tests run side by side)."""
     auth = fleet.root / "flower-auth"
     auth.touch(mode=0o600)
     auth.write_text(f"{AUTH[0]}:{AUTH[1]}\n")

@@ -160,7 +160,7 @@ def test_every_way_of_starting_flower_without_a_login_exits_with_one_line(
 def flower_url(
     base_env: dict[str, str], auth_file: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[str]:
-    """`colabq flower` as the README starts it, with its login file."""
+    """`colabq flower` as docs/operations/flower.md starts it, with its login file."""
     port = free_port()
     log = tmp_path_factory.mktemp("flower-run") / "flower.log"
     with open(log, "wb") as out:

@@ -6,7 +6,7 @@ VM (one assignment billed per job), each of its lines in its log once; the ledge
 run on the new master, which never had them (redis-py loads them again on NOSCRIPT).
 
 Replication is asynchronous: a write the old master acknowledged but had not yet sent to its
-replica is lost with it. The planned switchover (README, "Redis Sentinel") loses none: writes
+replica is lost with it. The planned switchover (docs/operations/sentinel.md) loses none: writes
 are paused until the replica has them all. kill -9 may lose the master's last instant of writes
 (here there is no writer faster than the replica link, and none is lost); what colabq writes
 twice (heartbeats, leases) comes back on its own, and a message lost from a queue is sent again

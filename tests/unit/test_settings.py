@@ -344,3 +344,27 @@ def test_the_default_gpus_are_every_gpu_type() -> None:
     from worker.spec import Gpu
 
     assert ALL_GPUS == tuple(g.value for g in Gpu) == load_settings().worker_gpus
+
+
+def test_the_session_name_prefix_is_read_by_its_new_name_and_its_old_one(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    assert load_settings().session_prefix == "colabq-"
+    monkeypatch.setenv("COLABQ_SESSION_PREFIX", "old-")
+    assert load_settings().session_prefix == "old-"
+    monkeypatch.setenv("COLABQ_SESSION_NAME_PREFIX", "new-")
+    assert load_settings().session_prefix == "new-"  # the new name wins
+    monkeypatch.delenv("COLABQ_SESSION_NAME_PREFIX")
+    monkeypatch.delenv("COLABQ_SESSION_PREFIX")
+    settings_file(tmp_path, "COLABQ_SESSION_PREFIX=file-\n")
+    assert load_settings().session_prefix == "file-"
+
+
+@pytest.mark.parametrize("var", ["COLABQ_SESSION_PREFIX", "COLABQ_SESSION_NAME_PREFIX"])
+def test_a_bad_session_name_prefix_names_both_of_its_variables(
+    monkeypatch: pytest.MonkeyPatch, var: str
+) -> None:
+    message = config_error(monkeypatch, var, "not a name!")
+    assert message.startswith(
+        "Invalid setting COLABQ_SESSION_NAME_PREFIX or COLABQ_SESSION_PREFIX: must be non-empty"
+    )

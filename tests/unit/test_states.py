@@ -1,5 +1,5 @@
-"""The state table: terminal states are sinks, every state reaches a terminal one, and the README
-diagram agrees with the table."""
+"""The state table: terminal states are sinks, every state reaches a terminal one, and the
+diagram of the documentation's "How a job goes" agrees with the table."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from worker.states import ALLOWED, HOLDS_SESSION, TERMINAL, JobState, can_transition
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+LIFECYCLE = Path(__file__).resolve().parents[2] / "docs" / "concepts" / "lifecycle.md"
 
 
 def test_terminal_states_have_no_exit() -> None:
@@ -34,8 +34,8 @@ def test_a_held_session_is_released_before_success(src: JobState) -> None:
     assert not can_transition(src, JobState.SUCCEEDED)
 
 
-def test_readme_diagram_matches_table() -> None:
-    text = README.read_text()
+def test_the_documented_diagram_matches_table() -> None:
+    text = LIFECYCLE.read_text()
     block = text.split("```mermaid", 1)[1].split("```", 1)[0]
     edges = set()
     for src, dst in re.findall(r"^\s*(\w+)\s*-->\s*(\w+)", block, flags=re.M):
