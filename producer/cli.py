@@ -41,6 +41,7 @@ COMMANDS = {
     "worker": "producer.commands.worker",
     "beat": "producer.commands.worker",
     "notifier": "producer.commands.notifier",
+    "gate": "producer.commands.gate",
     "workers": "producer.commands.fleet",
     "drain": "producer.commands.fleet",
     "undrain": "producer.commands.fleet",

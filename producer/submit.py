@@ -16,14 +16,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from celery import Celery
 from pydantic import ValidationError
 
 from producer.joblist import whoami
 from worker.errors import ColabqError, SpecError, UserInputError
-from worker.fleet.dispatch import send_job
+from worker.fleet.dispatch import send_batch
 from worker.flow.sweeps import SweepTag, new_sweep_id
 from worker.people.owners import owned
 from worker.records.ledger import Ledger
@@ -346,52 +345,21 @@ def enqueue_many(
     if sweep is None and len(specs) > 1 and not any(after):  # a sweep's points (`worker.flow`)
         sweep = SweepTag(new_sweep_id(ledger.identity.owner))
     created = ledger.create_many(specs, exclusive=not allow_same_run, sweep=sweep, after=after)
-    results: list[Enqueued] = []
-    with app.producer_or_acquire() as producer, _SentEvents(app, producer) as events:
-        for spec, (job_id, new) in zip(specs, created, strict=True):
-            if not new:
-                results.append(Enqueued(job_id, False, ledger.get(job_id).state))
-                continue
-            try:
-                send_job(app, spec, queue_prefix, producer=producer, event_dispatcher=events)
-            except Exception as exc:
-                sent = {r.job_id for r in results}
-                for other_id, other_new in created:
-                    if other_new and other_id not in sent:
-                        ledger.transition(
-                            other_id, JobState.FAILED, owner="", reason=f"could not enqueue: {exc}"
-                        )
-                raise ColabqError(
-                    f"Job {job_id} was recorded but could not be enqueued: {exc}"
-                ) from exc
-            results.append(Enqueued(job_id, True, JobState.QUEUED))
-    return results
-
-
-class _SentEvents:
-    """Celery publishes each task's `task-sent` event (Flower's PENDING row) as a message of its
-    own, one more round trip per job; given as the `event_dispatcher`, this hands them to a
-    Celery event Dispatcher that buffers the `task` group and publishes them as lists
-    (`task.multi`, which Celery's event receivers, Flower's among them, unpack)."""
-
-    BATCH = 500
-
-    def __init__(self, app: Celery, producer: Any) -> None:
-        self._dispatcher = app.events.Dispatcher(
-            producer.connection, buffer_group=["task"], buffer_limit=self.BATCH
-        )
-
-    def publish(self, type: str, fields: dict[str, Any], producer: Any, **_: Any) -> None:
-        self._dispatcher.send(type, **fields)
-
-    def __enter__(self) -> _SentEvents:
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        try:
-            self._dispatcher.flush()
-        finally:
-            self._dispatcher.close()
+    new = [s for s, (_, is_new) in zip(specs, created, strict=True) if is_new]
+    try:
+        send_batch(app, new, queue_prefix)
+    except Exception as exc:
+        for spec in new:
+            ledger.transition(
+                spec.job_id, JobState.FAILED, owner="", reason=f"could not enqueue: {exc}"
+            )
+        raise ColabqError(
+            f"{len(new)} job(s) were recorded but could not be enqueued: {exc}"
+        ) from exc
+    return [
+        Enqueued(job_id, is_new, JobState.QUEUED if is_new else ledger.state_of(job_id))
+        for job_id, is_new in created
+    ]
 
 
 __all__ = ["Enqueued", "SpecError", "SubmitRequest", "build_spec", "enqueue", "enqueue_many"]

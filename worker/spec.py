@@ -30,6 +30,8 @@ MIN_WALL_S = 5 * 60
 DEFAULT_CAPACITY_WAIT_S = 2 * 3600.0
 MAX_CAPACITY_WAIT_S = 7 * 24 * 3600.0
 RUN_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
+# A job id: 16 hex digits (at least 8 letters or digits), then `.<owner>` under Redis ACLs.
+JOB_ID_PATTERN = r"^[a-z0-9]{8,40}(\.[a-z0-9][a-z0-9_-]{0,31})?$"
 _INPUT_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _REMOTE_SCHEMES = ("hf://", "gs://", "https://")
 
@@ -156,7 +158,7 @@ class JobSpec(BaseModel):
 
     schema_version: Literal[1] = SCHEMA_VERSION
     # 16 hex digits, then `.<owner>` under Redis ACLs (`worker.people`).
-    job_id: str = Field(pattern=r"^[a-z0-9]{8,40}(\.[a-z0-9][a-z0-9_-]{0,31})?$")
+    job_id: str = Field(pattern=JOB_ID_PATTERN)
     idempotency_key: str = Field(min_length=1, max_length=200)
     run_name: str = Field(min_length=1, max_length=96, pattern=RUN_NAME_PATTERN)
     commit: str = Field(default="", max_length=64)

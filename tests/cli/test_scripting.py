@@ -244,7 +244,8 @@ def test_stage_json_reports_the_upload(hub: Hub, tmp_path: Path) -> None:
 
 # --- every command ----------------------------------------------------------------------------
 
-SERVICES = {"worker", "beat", "flower", "notifier"}  # long-running: nothing to print as data
+# Long-running: nothing to print as data.
+SERVICES = {"worker", "beat", "flower", "notifier", "gate"}
 
 
 def test_every_command_but_the_services_has_json() -> None:

@@ -52,6 +52,14 @@ def sweep_running(keys: Keys, sweep_id: str) -> str:
     return sweep_base(keys, sweep_id) + ":running"
 
 
+def no_sweep(sweep_id: str) -> str:
+    """The one line for a sweep id that names no sweep."""
+    return (
+        f"No sweep {sweep_id!r}: `colabq submit` prints a sweep's id (sw..., also in its --json "
+        "as sweep); its points' records may have expired."
+    )
+
+
 def points_of(r: Redis, keys: Keys, sweep_id: str) -> list[str]:
     """The ids of the sweep's points in their order, or [] for no such sweep."""
     raw = r.zrange(sweep_jobs(keys, sweep_id), 0, -1)

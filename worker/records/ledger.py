@@ -12,6 +12,7 @@ overwrite a newer one. Key names come from `keys.Keys`. Nothing here ever stores
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -117,6 +118,13 @@ class Ledger:
         if self._identity is None:
             self._identity = identify(self.r)
         return self._identity
+
+    def acting_as(self, identity: Identity) -> Ledger:
+        """This ledger (the same connection and scripts) writing history entries and events as
+        `identity`: the gate acts for the user whose request it carries out (`worker.gate`)."""
+        other = copy.copy(self)
+        other._identity = identity
+        return other
 
     def entry(self, state: JobState, at: float, reason: str, action: str = "") -> str:
         """A history entry (JSON) naming this process's actor and host."""
