@@ -16,8 +16,6 @@ from colabq.results import Submission, submitted
 from worker.errors import UserInputError
 
 if TYPE_CHECKING:
-    from celery import Celery
-
     from worker.records.ledger import Ledger
     from worker.settings import Settings
 
@@ -97,7 +95,6 @@ def target_of(script: str | Path | None, job_file: str | Path | None) -> tuple[P
 def run_submit(
     settings: Settings,
     connect: Callable[[], Ledger],
-    app: Callable[[], Celery],
     target: Path,
     typed: Mapping[str, Any],
     *,
@@ -122,7 +119,7 @@ def run_submit(
         rows = plan_rows(points, specs, settings.queue_prefix, shipping)
     else:
         shipping.stage(settings)  # every check passed: the snapshot goes where the VM fetches it
-        sent = enqueue_points(points, specs, settings, ledger, app())
+        sent = enqueue_points(points, specs, settings, ledger)
         rows = job_rows(points, specs, sent.results, sent.served, settings.queue_prefix, shipping)
         warnings, sweep = tuple(sent.warnings), sent.sweep or None
     return Submission(

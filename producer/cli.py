@@ -36,6 +36,7 @@ COMMANDS = {
     "logs": "producer.commands.logs",
     "events": "producer.commands.events",
     "cancel": "producer.commands.cancel",
+    "requests": "producer.commands.requests",
     "stage": "producer.commands.stage",
     "clean": "producer.commands.clean",
     "worker": "producer.commands.worker",

@@ -87,3 +87,15 @@ def redis_client(redis_url: str) -> Iterator[redis.Redis]:
     client = redis.Redis.from_url(redis_url)
     yield client
     client.close()
+
+
+@pytest.fixture
+def gate(redis_url: str, key_prefix: str) -> Iterator[object]:
+    """The real gate (`tests.gatethread`) on this test's key prefix and the default queue prefix,
+    for a test whose commands change the queue where no worker runs one."""
+    from tests.gatethread import running_gate
+    from worker.settings import load_settings
+
+    settings = load_settings(redis_url=redis_url, key_prefix=key_prefix, gate_refresh_s=0.2)
+    with running_gate(settings) as duty:
+        yield duty

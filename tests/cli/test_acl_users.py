@@ -47,6 +47,11 @@ def people(redis_client: redis.Redis, redis_url: str, key_prefix: str) -> Iterat
             redis_client.delete(key)
 
 
+@pytest.fixture
+def gate_queue_prefix(key_prefix: str) -> str:
+    return f"{key_prefix}:q."
+
+
 def names_of(names: dict[str, str]) -> dict[str, str]:
     return {f"{who}_name": name for who, name in names.items()}
 

@@ -19,8 +19,6 @@ from producer.submit import enqueue
 from tests.factories import make_spec
 from tests.integration.conftest import Fleet
 from tests.integration.test_canary import ProcScanner
-from worker.celery_app import build_app
-from worker.settings import load_settings
 from worker.spec import ArtifactDest
 from worker.states import JobState
 
@@ -94,11 +92,6 @@ def fleet_env_extra(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[s
 
 
 def test_the_job_finds_no_token_unless_it_asks_for_it_by_name(fleet: Fleet) -> None:
-    settings = load_settings(
-        redis_url=fleet.env["COLABQ_REDIS_URL"], key_prefix=fleet.env["COLABQ_KEY_PREFIX"],
-        queue_prefix=fleet.env["COLABQ_QUEUE_PREFIX"],
-    )  # fmt: skip
-    app = build_app(settings)
     jobs = {}
     with ProcScanner(USER_CANARY) as scan:
         for name, asked in (("blind", ()), ("asks", ("hf_token",))):
@@ -108,7 +101,7 @@ def test_the_job_finds_no_token_unless_it_asks_for_it_by_name(fleet: Fleet) -> N
                 env={"SEEK_HOST": HOST_CANARY[::-1], "SEEK_USER": USER_CANARY[::-1]},
                 artifact=ArtifactDest(kind="local", repo=str(fleet.root / "store"), prefix=name),
             )  # fmt: skip
-            jobs[name] = enqueue(spec, fleet.ledger, app, settings.queue_prefix).job_id
+            jobs[name] = enqueue(spec, fleet.ledger).job_id
         blind = fleet.wait_terminal(jobs["blind"])
         asks = fleet.wait_terminal(jobs["asks"])
     out = {name: "\n".join(fleet.output(job_id)) for name, job_id in jobs.items()}

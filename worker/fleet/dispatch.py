@@ -3,15 +3,14 @@
 A job with fallback types (`--gpu A100,L4`) is sent to each type's queue, so that any worker
 serving one of them can take it; the ledger's claim makes exactly one of the copies run it, and
 the others are skipped when they arrive. The first copy's task id is the job id (Flower's row);
-the others' are `<job id>.<type>`. A batch (the gate's, `worker.gate`) is sent in one pipeline:
-kombu's `Producer.batch()` buffers the queue pushes, `_SentEvents` the `task-sent` events.
-Worker-side stop and resume of consumption (a drain) goes through Celery's remote control, as
-`celery control cancel_consumer` does.
+the others' are `<job id>.<type>`. A new batch's messages are pushed by the gate's creation script
+instead (`worker.fleet.messages`). Worker-side stop and resume of consumption (a drain) goes
+through Celery's remote control, as `celery control cancel_consumer` does.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import Any
 
 from celery import Celery
@@ -44,46 +43,6 @@ def send_job(app: Celery, spec: JobSpec, prefix: str = "", **options: Any) -> li
         )  # fmt: skip
         queues.append(queue)
     return queues
-
-
-def send_batch(app: Celery, specs: Sequence[JobSpec], prefix: str = "") -> None:
-    """`send_job` for every spec, over one broker connection, in one pipelined round trip (per
-    `BATCH` messages) with their `task-sent` events."""
-    if not specs:
-        return
-    with (
-        app.producer_or_acquire() as producer,
-        _SentEvents(app, producer) as events,
-        producer.batch(max_size=_SentEvents.BATCH),
-    ):
-        for spec in specs:
-            send_job(app, spec, prefix, producer=producer, event_dispatcher=events)
-
-
-class _SentEvents:
-    """Celery publishes each task's `task-sent` event (Flower's PENDING row) as a message of its
-    own, one more round trip per job; given as the `event_dispatcher`, this hands them to a
-    Celery event Dispatcher that buffers the `task` group and publishes them as lists
-    (`task.multi`, which Celery's event receivers, Flower's among them, unpack)."""
-
-    BATCH = 500
-
-    def __init__(self, app: Celery, producer: Any) -> None:
-        self._dispatcher = app.events.Dispatcher(
-            producer.connection, buffer_group=["task"], buffer_limit=self.BATCH
-        )
-
-    def publish(self, type: str, fields: dict[str, Any], producer: Any, **_: Any) -> None:
-        self._dispatcher.send(type, **fields)
-
-    def __enter__(self) -> _SentEvents:
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        try:
-            self._dispatcher.flush()
-        finally:
-            self._dispatcher.close()
 
 
 def stop_consuming(app: Celery, worker: str, queues: Iterable[str]) -> None:

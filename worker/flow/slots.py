@@ -20,11 +20,9 @@ if TYPE_CHECKING:
 BACKSTOP_S = 30  # a deferred point is tried again this often even if no slot was seen freed
 
 # Lua: `base` := a sweep's base key from the key prefix `pfx` and the sweep's id `sw`, as
-# `worker.flow.sweeps.sweep_base` builds it (an owned sweep's id ends in .<owner>).
+# `worker.flow.sweeps.sweep_base` builds it.
 SWEEP_BASE = """
 local function sweep_base(pfx, sw)
-  local owner = string.match(sw, '%.(.+)$')
-  if owner then return pfx .. ':u:' .. owner .. ':sweep:' .. sw end
   return pfx .. ':sweep:' .. sw
 end
 """

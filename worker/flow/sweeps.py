@@ -3,8 +3,8 @@
 Every sweep gets an id at submit (`sw` and 12 hex digits, then `.<owner>` under Redis ACLs, as a
 job id: `worker.people`). The creation script (`worker.records.create`) records it on each
 point's record (field `sweep`) and adds each point to the sweep's set of jobs, in the same
-atomic step. An owned sweep's keys live in its owner's namespace (`<prefix>:u:<owner>:...`),
-which the owner's ACL rule lets them write; a plain one's under `<prefix>:sweep:`.
+atomic step. Its keys are `<prefix>:sweep:<id>...`, written by the gate and the services only (an
+owned sweep's id names its owner, as a job's does), never in a user's own namespace.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import secrets
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from worker.people.owners import SEPARATOR, owner_of
+from worker.people.owners import SEPARATOR
 
 if TYPE_CHECKING:
     from redis import Redis
@@ -36,9 +36,6 @@ def new_sweep_id(owner: str | None) -> str:
 
 def sweep_base(keys: Keys, sweep_id: str) -> str:
     """Hash: the sweep's settings (max_parallel, created_at). Its other keys append to it."""
-    owner = owner_of(sweep_id)
-    if owner:
-        return f"{keys.prefix}:u:{owner}:sweep:{sweep_id}"
     return f"{keys.prefix}:sweep:{sweep_id}"
 
 

@@ -17,10 +17,11 @@ derives the user from the stream's key (never from the request's body), validate
 (pydantic, `extra="forbid"`; the specs again as `JobSpec`s; every id against the ledger: a job or
 sweep of another user is refused in one line unless the user is an operator, dependencies are
 the user's own jobs, destinations pass `worker.people.destinations.check_destination`), gives
-each new job and sweep its id in the user's namespace, and does the shared writes: the job
-records, indexes, history and events in one atomic script (`worker.records.create`), then the
-Celery messages in one pipelined send (`worker.fleet.dispatch.send_batch`). A job recorded but not
-sent (a gate killed in between) is sent by the janitor, as any lost message is.
+each new job and sweep its id in the user's namespace, and does the shared writes in one atomic
+script (`worker.records.create`): the job records, indexes, history, events and the Celery
+messages on their queues (built in-process as Celery and kombu would push them,
+`worker.fleet.messages`); then the messages' `task-sent` events for Flower. A batch is one
+request, one validation pass, one script.
 
 **Who runs it.** `colabq gate` (a compose service) and every GPU worker (a thread of its main
 process, `duty.GateDuty`) run the same loop behind one lease (`SET NX PX`, renewed): one gate

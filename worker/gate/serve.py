@@ -55,6 +55,7 @@ class Gate:
     _claimed_at: float = float("-inf")
     _operators: dict[str, tuple[bool, float]] = field(default_factory=dict)
     _broken: set[str] = field(default_factory=set)
+    _said_no_users: bool = False
     _own_pending: bool = True  # a gate (re)starting reads its own unacknowledged entries first
 
     @property
@@ -145,10 +146,12 @@ class Gate:
         try:
             names = [_decoded(n) for n in self.r.execute_command("ACL", "USERS")]
         except redis.exceptions.NoPermissionError:
-            self.say(
-                "colabq gate: this Redis user may not run ACL USERS, so it serves only the "
-                "`default` user: apply `colabq acl NAME --service` to the gate's user."
-            )
+            if not self._said_no_users:
+                self.say(
+                    "colabq gate: this Redis user may not run ACL USERS, so it serves only the "
+                    "`default` user: apply `colabq acl NAME --service` to the gate's user."
+                )
+            self._said_no_users = True
             names = [NO_ACL_USER]
         users = tuple(sorted(n for n in names if n == NO_ACL_USER or USER_NAME.fullmatch(n)))
         for user in set(users) - set(self.users):

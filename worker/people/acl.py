@@ -29,6 +29,11 @@ class Role(StrEnum):
 
 # What every role may run; the key and channel patterns are what tell the roles apart.
 COMMANDS = ("+@all", "-@admin", "-@dangerous", "-function", "+acl|whoami", "+info")
+# Services and operators also list the users and ask what Redis would let one do: the gate finds
+# every user's requests stream and tells an operator's request from a user's (`worker.gate`),
+# and an operator's `colabq acl --check` compares the rules. Not ACL GETUSER: it shows every
+# user's password hash.
+INSPECT = ("+acl|users", "+acl|dryrun")
 
 
 def operator_probe_key(key_prefix: str) -> str:
@@ -61,9 +66,8 @@ def rules_for(user: str, role: Role, key_prefix: str, queue_prefix: str) -> list
     if role is Role.USER:
         keys = user_key_patterns(user, key_prefix, queue_prefix)
         channels = ["&/*celeryev*"]
-    else:
-        keys, channels = ["~*"], ["&*"]
-    return [*reset, *keys, *channels, *COMMANDS]
+        return [*reset, *keys, *channels, *COMMANDS]
+    return [*reset, "~*", "&*", *COMMANDS, *INSPECT]
 
 
 def setuser_command(user: str, role: Role, key_prefix: str, queue_prefix: str) -> str:

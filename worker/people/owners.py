@@ -7,7 +7,6 @@ from __future__ import annotations
 import secrets
 
 from worker.people.identity import Identity
-from worker.spec import JobSpec
 
 SEPARATOR = "."
 
@@ -37,12 +36,3 @@ def refusal(identity: Identity, job_id: str, verb: str) -> str:
         f"operator may {verb} it (an operator's Redis user is made with `colabq acl NAME "
         "--operator`)."
     )
-
-
-def owned(spec: JobSpec, identity: Identity) -> JobSpec:
-    """`spec` as `identity` submits it: under ACLs its id in the user's namespace and the user
-    as its submitter (the name Redis authenticated, never the environment's); else as is."""
-    if not identity.acl:
-        return spec
-    update = {"job_id": new_job_id(identity.owner), "submitted_by": identity.submitter}
-    return spec.model_copy(update=update)

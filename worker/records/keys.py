@@ -43,9 +43,10 @@ class Keys:
 
     def idempotency(self, key: str, owner: str | None = None) -> str:
         """String: the job id first submitted under this idempotency key (invariant 8); an
-        owned job's (`worker.people`) in its owner's namespace, which only they may write."""
+        owned job's (`worker.people`) apart for each owner, so that one user's key never names
+        another's job. Written by the gate alone (`worker.gate`), never in a user's namespace."""
         if owner:
-            return f"{self.prefix}:u:{owner}:idem:{key}"
+            return f"{self.prefix}:idem.{owner}:{key}"
         return f"{self.prefix}:idem:{key}"
 
     def leases(self) -> str:

@@ -147,15 +147,17 @@ class Ledger:
         exclusive: bool = True,
         sweep: SweepTag | None = None,
         after: Sequence[str] = (),
+        messages: Sequence[Sequence[tuple[str, str]]] = (),
     ) -> list[tuple[str, bool]]:
         """`create` for a batch (a sweep), in one atomic script and one round trip: either
-        every new job is recorded or, when one of them is refused (RunNameInUse), none is. The
-        duplicate guard holds against live and succeeded jobs only (`worker.records.create`)."""
+        every new job is recorded (and its `messages`, (queue, message) each, pushed) or, when
+        one of them is refused (RunNameInUse), none is. The duplicate guard holds against live
+        and succeeded jobs only (`worker.records.create`)."""
         now = self.clock.time()
         entry = self.entry(JobState.QUEUED, now, "submitted")
         return create_jobs(
             self._create, self.keys, now, entry, specs, exclusive=exclusive, sweep=sweep,
-            after=after,
+            after=after, messages=messages,
         )  # fmt: skip
 
     def get(self, job_id: str) -> JobRecord:
