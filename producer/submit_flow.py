@@ -215,15 +215,19 @@ class Sent:
 
 
 def enqueue_points(
-    points: Sequence[Point], specs: Sequence[JobSpec], settings: Settings, ledger: Ledger
+    points: Sequence[Point],
+    specs: Sequence[JobSpec],
+    settings: Settings,
+    ledger: Ledger,
+    after: Sequence[Sequence[Dep]],
 ) -> Sent:
     """Have the gate record every job in one atomic step and send the new ones
-    (`producer.submit.enqueue_many`: one request for the whole batch)."""
+    (`producer.submit.enqueue_many`: one request for the whole batch), each after its `after`
+    (`resolve_points_after`)."""
     from producer.submit import enqueue_many
     from worker.records.fleet import count_serving
 
     o = points[0].options
-    after = [resolve_after(p.options.after, ledger) for p in points]
     batch = enqueue_many(
         specs, ledger, allow_same_run=o.allow_same_run, sweep=any(p.values for p in points),
         max_parallel=o.max_parallel or 0, after=after, wait_s=settings.gate_wait_s,
@@ -239,12 +243,21 @@ def enqueue_points(
     return Sent(batch.jobs, served, warnings, sweep)
 
 
+def resolve_points_after(points: Sequence[Point], ledger: Ledger) -> list[tuple[Dep, ...]]:
+    """Every point's dependencies (`resolve_after`), before anything is checked or written: a
+    wrong one is said at once."""
+    return [resolve_after(p.options.after, ledger) for p in points]
+
+
 def resolve_after(values: Sequence[str], ledger: Ledger) -> tuple[Dep, ...]:
     """A point's dependencies, each job named by its whole id (a unique prefix is enough; an
-    unknown one is refused in one line), `@N` kept. Whose they are is the gate's to check."""
+    unknown one is refused in one line), `@N` kept. Under ACLs another user's job is refused in
+    one line here (the gate refuses it too: what it checks is what counts)."""
     from worker.errors import ColabqError
     from worker.flow.deps import parse_after
     from worker.gate.wire import Dep
+    from worker.people.guard import is_operator
+    from worker.people.owners import after_refusal, is_mine
 
     deps = []
     for d in parse_after(list(values)):
@@ -252,10 +265,13 @@ def resolve_after(values: Sequence[str], ledger: Ledger) -> tuple[Dep, ...]:
             deps.append(Dep(job=d.job, cond=d.cond))
             continue
         try:
-            deps.append(Dep(job=ledger.find_by_prefix(d.job), cond=d.cond))
+            job_id = ledger.find_by_prefix(d.job)
         except (ColabqError, LookupError):
             raise UserInputError(
                 f"--after {d.job}: no such job (or several start so): name it by its id, "
                 "as `colabq status` lists it."
             ) from None
+        if not is_mine(ledger.identity, job_id) and not is_operator(ledger):
+            raise UserInputError(after_refusal(job_id))
+        deps.append(Dep(job=job_id, cond=d.cond))
     return tuple(deps)

@@ -1,16 +1,16 @@
-"""People under Redis ACLs (issue 20), on the real Redis with ACL users made for the test (unique
-names, deleted afterwards) on the test's key and queue prefixes: alice submits through the CLI
-as herself; bob's `colabq cancel` of her job is refused in one line (exit 2), and the same write
-through his own bare redis-py connection is refused by Redis (NOPERM); an operator's cancel
-ends it; the history names who did what, from which host. Without ACLs nothing changes (the
-rest of the suite runs as the `default` user)."""
+"""People under Redis ACLs (issues 20 and 26), on the real Redis with ACL users made for the test
+(unique names, deleted afterwards) with the rules `colabq acl` prints, on the test's key and
+queue prefixes, and the gate (the test's, as the `default` service): alice submits through the
+CLI as herself; bob's `colabq cancel` of her job is refused in one line (exit 2), and his writes
+through his own bare redis-py connection are refused by Redis (NOPERM), as are alice's own to her
+job's record: users write only their requests; an operator's cancel ends it; the history names
+who did what, from which host. Without ACLs nothing changes (the rest of the suite runs as the
+`default` user)."""
 
 from __future__ import annotations
 
 import json
-import secrets
 import socket
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,51 +18,17 @@ import redis
 from typer.testing import CliRunner
 
 from producer.cli import app
-from worker.people.acl import Role, rules_for
+from tests.cli.aclpeople import as_user, gate_queue_prefix, people  # noqa: F401 (fixtures)
 from worker.people.owners import owner_of
 from worker.records.ledger import Ledger
 from worker.states import JobState
 
 runner = CliRunner()
-PASSWORD = "pw-" + secrets.token_hex(8)
-
-
-@pytest.fixture
-def people(redis_client: redis.Redis, redis_url: str, key_prefix: str) -> Iterator[dict[str, str]]:
-    """name -> Redis URL, for alice and bob (users) and an operator, each with a unique name."""
-    tag = secrets.token_hex(3)
-    queue_prefix = f"{key_prefix}:q."
-    roles = {"alice": Role.USER, "bob": Role.USER, "ops": Role.OPERATOR}
-    names = {who: f"{who}-{tag}" for who in roles}
-    where = redis_url.split("://", 1)[1].rsplit("@", 1)[-1]  # host:port/db, without a login
-    for who, role in roles.items():
-        rules = rules_for(names[who], role, key_prefix, queue_prefix)
-        redis_client.execute_command("ACL", "SETUSER", names[who], "on", f">{PASSWORD}", *rules)
-    try:
-        yield {who: f"redis://{names[who]}:{PASSWORD}@{where}" for who in roles} | names_of(names)
-    finally:
-        for name in names.values():
-            redis_client.execute_command("ACL", "DELUSER", name)
-        for key in redis_client.scan_iter(f"_kombu.binding*.{queue_prefix}*"):
-            redis_client.delete(key)
-
-
-@pytest.fixture
-def gate_queue_prefix(key_prefix: str) -> str:
-    return f"{key_prefix}:q."
-
-
-def names_of(names: dict[str, str]) -> dict[str, str]:
-    return {f"{who}_name": name for who, name in names.items()}
-
-
-def as_user(env: dict[str, str | None], url: str, key_prefix: str) -> dict[str, str | None]:
-    return {**env, "COLABQ_REDIS_URL": url, "COLABQ_QUEUE_PREFIX": f"{key_prefix}:q."}
 
 
 def test_only_the_owner_or_an_operator_cancels_a_job_and_redis_refuses_the_rest(
-    people: dict[str, str], env: dict[str, str | None], key_prefix: str, ledger: Ledger,
-    tmp_path: Path,
+    people: dict[str, str],  # noqa: F811
+    env: dict[str, str | None], key_prefix: str, ledger: Ledger, tmp_path: Path,
 ) -> None:  # fmt: skip
     script = tmp_path / "train.sh"
     script.write_text("echo hi\n")
@@ -90,16 +56,18 @@ def test_only_the_owner_or_an_operator_cancels_a_job_and_redis_refuses_the_rest(
     assert "belongs to" in refused.output and people["alice_name"] in refused.output
     assert ledger.get(job_id).state is JobState.QUEUED
 
-    bare = redis.Redis.from_url(people["bob"])
-    for write in (
-        lambda: bare.set(ledger.keys.cancel(job_id), "mallory was here"),
-        lambda: bare.hset(ledger.keys.job(job_id), "state", "cancelled"),
-        lambda: bare.rpush(ledger.keys.history(job_id), "{}"),
-        lambda: bare.delete(ledger.keys.log(job_id)),
-    ):
-        with pytest.raises(redis.exceptions.NoPermissionError):
-            write()
-    assert bare.hget(ledger.keys.job(job_id), "state") == b"queued"  # he may read it all
+    for who in ("bob", "alice"):  # not even her own record: her requests are the gate's to do
+        bare = redis.Redis.from_url(people[who])
+        for write in (
+            lambda: bare.set(ledger.keys.cancel(job_id), "mallory was here"),  # noqa: B023
+            lambda: bare.hset(ledger.keys.job(job_id), "state", "cancelled"),  # noqa: B023
+            lambda: bare.rpush(ledger.keys.history(job_id), "{}"),  # noqa: B023
+            lambda: bare.delete(ledger.keys.log(job_id)),  # noqa: B023
+            lambda: bare.lpush(f"{key_prefix}:q.gpu.t4", "{}"),  # noqa: B023
+        ):
+            with pytest.raises(redis.exceptions.NoPermissionError):
+                write()
+        assert bare.hget(ledger.keys.job(job_id), "state") == b"queued"  # they may read it all
     assert ledger.cancel_requested(job_id) is None
 
     done = runner.invoke(
@@ -124,8 +92,8 @@ def test_only_the_owner_or_an_operator_cancels_a_job_and_redis_refuses_the_rest(
 
 
 def test_a_user_cancels_her_own_queued_job_at_once(
-    people: dict[str, str], env: dict[str, str | None], key_prefix: str, ledger: Ledger,
-    tmp_path: Path,
+    people: dict[str, str],  # noqa: F811
+    env: dict[str, str | None], key_prefix: str, ledger: Ledger, tmp_path: Path,
 ) -> None:  # fmt: skip
     """The owner's own cancel of a job no runner holds ends it at once under her ACL rule too:
     every key it writes is her job's or one her rule may write."""

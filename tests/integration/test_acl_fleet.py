@@ -1,6 +1,7 @@
-"""A deployment under Redis ACLs, end to end: the worker runs as a service user, alice submits
-as a user (her own rule, on the fleet's prefixes), the job runs and succeeds, and its history
-names alice for the submission and the service for every step the worker took."""
+"""A deployment under Redis ACLs, end to end: the worker runs as a service user (its gate duty
+too: it lists the users with ACL USERS), alice submits as a user (her own rule, on the fleet's
+prefixes: she writes only her request), the job runs and succeeds, and its history names alice
+for the submission and the service for every step the worker took."""
 
 from __future__ import annotations
 

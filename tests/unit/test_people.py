@@ -50,14 +50,16 @@ def test_an_owned_spec_round_trips_byte_for_byte() -> None:
     assert not is_mine(ALICE, new_job_id(None))
 
 
-def test_a_users_rule_writes_only_its_own_jobs_and_reads_all() -> None:
+def test_a_users_rule_reads_all_and_writes_only_their_own_requests() -> None:
     rules = rules_for("alice", Role.USER, "cq", "cq:q.")
-    assert "%R~cq:*" in rules
-    assert {"~cq:job:*.alice", "~cq:job:*.alice:*", "~cq:u:alice:*", "~cq:q.gpu.*"} <= set(rules)
-    assert "~*" not in rules and "&*" not in rules
-    assert not [r for r in rules if r.startswith("~cq:job:") and "alice" not in r]
+    keys = [r for r in rules if "~" in r]
+    assert keys == ["%R~cq:*", "%R~cq:q.gpu.*", "~cq:u:alice:*"]
+    assert not [r for r in rules if r.startswith("&")]  # no channel: resetchannels alone
+    assert "resetchannels" in rules and "+acl|users" not in rules
     for role in (Role.OPERATOR, Role.SERVICE):
-        assert {"~*", "&*"} <= set(rules_for("ops", role, "cq", ""))
+        wide = rules_for("ops", role, "cq", "")
+        assert {"~*", "&*", "+acl|users", "+acl|dryrun"} <= set(wide)
+        assert "+acl|getuser" not in wide  # it shows every user's password hash
     assert setuser_command("alice", Role.USER, "cq", "").startswith("ACL SETUSER alice resetkeys")
 
 

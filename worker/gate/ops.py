@@ -23,7 +23,7 @@ from worker.flow.sweeps import SweepTag, new_sweep_id, no_sweep, points_of
 from worker.gate import wire
 from worker.people.destinations import check_destination
 from worker.people.identity import NO_ACL_USER, Identity
-from worker.people.owners import new_job_id, owner_of, refusal
+from worker.people.owners import after_refusal, new_job_id, owner_of, refusal
 from worker.records.create import RESUBMITTABLE
 from worker.records.events import note_action
 from worker.states import TERMINAL, JobState
@@ -168,10 +168,7 @@ def _dependencies(ledger: Ledger, who: Requester, after: Sequence[Sequence[wire.
                 f"--after {job_id}: no such job: name it by its id, as `colabq status` lists it."
             )
         if not _mine(who, job_id) and not who.operator:
-            raise UserInputError(
-                f"--after {job_id}: job {job_id} belongs to {owner_of(job_id) or 'no ACL user'}; "
-                "--after names your own jobs."
-            )
+            raise UserInputError(after_refusal(job_id))
     return [flow_deps.encode([flow_deps.Dep(d.job, d.cond) for d in deps]) for deps in after]
 
 

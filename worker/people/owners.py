@@ -28,6 +28,12 @@ def is_mine(identity: Identity, job_id: str) -> bool:
     return not identity.acl or owner_of(job_id) == identity.user
 
 
+def after_refusal(job_id: str) -> str:
+    """The one line that refuses a dependency on another user's job."""
+    owner = owner_of(job_id) or "no ACL user"
+    return f"--after {job_id}: job {job_id} belongs to {owner}; --after names your own jobs."
+
+
 def refusal(identity: Identity, job_id: str, verb: str) -> str:
     """The one line that refuses `verb` on another user's job."""
     owner = owner_of(job_id) or "no ACL user (it was submitted without ACLs)"
