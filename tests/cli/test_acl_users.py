@@ -115,3 +115,35 @@ def test_a_user_cancels_her_own_queued_job_at_once(
     assert json.loads(done.stdout)["jobs"][0]["result"] == "cancelled", done.output
     assert ledger.get(job_id).state is JobState.CANCELLED
     assert not ledger.r.exists(ledger.keys.lock(job_id))
+
+
+def test_mine_means_the_redis_user_not_the_machines_user(
+    people: dict[str, str],  # noqa: F811
+    env: dict[str, str | None], key_prefix: str, ledger: Ledger, tmp_path: Path,
+) -> None:  # fmt: skip
+    """alice and bob submit from one machine as one OS user: `status --mine` and `cancel
+    --mine` each see only the jobs of the Redis user they are."""
+    script = tmp_path / "train.sh"
+    script.write_text("echo hi\n")
+    (tmp_path / "store").mkdir()
+    jobs = {}
+    for who in ("alice", "bob"):
+        res = runner.invoke(
+            app,
+            ["submit", str(script), "--name", f"mine-{who}", "--local-store",
+             str(tmp_path / "store"), "--commit", "abc1234", "--json",
+             "--waive", "config-diff", "--waive", "paths", "--waive", "monitoring"],
+            env={**as_user(env, people[who], key_prefix), "USER": "shared", "LOGNAME": "shared"},
+        )  # fmt: skip
+        assert res.exit_code == 0, res.output
+        jobs[who] = json.loads(res.stdout)["jobs"][0]["job_id"]
+    for who in ("alice", "bob"):
+        me = as_user(env, people[who], key_prefix)
+        listed = runner.invoke(app, ["status", "--mine", "--json"], env=me)
+        assert listed.exit_code == 0, listed.output
+        assert [r["job_id"] for r in json.loads(listed.stdout)] == [jobs[who]], listed.stdout
+    done = runner.invoke(
+        app, ["cancel", "--mine", "--json"], env=as_user(env, people["alice"], key_prefix)
+    )
+    assert [j["job_id"] for j in json.loads(done.stdout)["jobs"]] == [jobs["alice"]]
+    assert ledger.get(jobs["bob"]).state is JobState.QUEUED
