@@ -34,7 +34,11 @@ log = logging.getLogger(__name__)
 GROUP = "gate"
 REPLY_TTL_S = 600  # an answer nobody popped (its client gave up waiting) goes after this
 MAX_REQUEST_BYTES = 128 * 1024 * 1024
-CLAIM_EVERY_S = 60.0  # how often a dead gate's pending requests are looked for
+# One gate serves at a time: what is pending when a gate takes the lease over was left by gates
+# that lost it (died), and is taken over at once; a request pending this long is looked for
+# this often besides (a backstop).
+CLAIM_IDLE_MS = 15_000
+CLAIM_EVERY_S = 60.0
 _OPERATOR_CACHE_S = 10.0
 
 
@@ -48,7 +52,7 @@ class Gate:
     consumer: str = field(default_factory=consumer_name)
     block_ms: int = 1000
     refresh_s: float = 5.0
-    claim_idle_ms: int = 30_000
+    claim_idle_ms: int = CLAIM_IDLE_MS
     say: Callable[[str], None] = log.warning
     users: tuple[str, ...] = ()
     _refreshed_at: float = float("-inf")
@@ -57,6 +61,7 @@ class Gate:
     _broken: set[str] = field(default_factory=set)
     _said_no_users: bool = False
     _own_pending: bool = True  # a gate (re)starting reads its own unacknowledged entries first
+    _took_over: bool = False  # the next claim takes every pending request, however recent
 
     @property
     def r(self) -> Any:
@@ -76,6 +81,7 @@ class Gate:
         start = "0" if self._own_pending else ">"
         streams = {self.stream(u): start for u in self.users if u not in self._broken}
         rows = self._claim(now) if now - self._claimed_at >= CLAIM_EVERY_S else []
+        self._took_over = False
         block = None if rows or self._own_pending else self.block_ms
         try:
             got = self.r.xreadgroup(GROUP, self.consumer, streams, count=16, block=block)
@@ -135,7 +141,7 @@ class Gate:
         """This gate just took the lease: the users are read again at once, and what a dead
         gate left pending is taken over at the next step."""
         self._refreshed_at = self._claimed_at = float("-inf")
-        self._own_pending = True
+        self._own_pending = self._took_over = True
 
     # --- users and their streams ------------------------------------------------------------
 
@@ -181,13 +187,18 @@ class Gate:
         for user in self.users:
             if user in self._broken:
                 continue
-            try:
-                reply = self.r.xautoclaim(
-                    self.stream(user), GROUP, self.consumer, self.claim_idle_ms, "0-0", count=16
-                )
-            except redis.ResponseError:
-                continue  # repaired at the next read
-            rows += [(self.stream(user), i, f) for i, f in reply[1]]
+            idle_ms, cursor = (0 if self._took_over else self.claim_idle_ms), "0-0"
+            for _ in range(100):  # at most 10,000 requests a stream at a time
+                try:
+                    reply = self.r.xautoclaim(
+                        self.stream(user), GROUP, self.consumer, idle_ms, cursor, count=100
+                    )
+                except redis.ResponseError:
+                    break  # repaired at the next read
+                rows += [(self.stream(user), i, f) for i, f in reply[1]]
+                cursor = _decoded(reply[0])
+                if cursor == "0-0":
+                    break
         return rows
 
     def _user_of(self, key: str) -> str | None:
