@@ -222,3 +222,17 @@ def test_one_gate_serves_at_a_time_and_another_takes_over_when_it_stops(
     finally:
         for duty in duties:
             duty.close()
+
+
+def test_a_reply_list_its_user_spoiled_never_holds_back_another_users_answer(
+    gate: Gate, ledger: Ledger, users: dict[str, str]
+) -> None:
+    alice, bob = users["alice"], users["bob"]
+    gate.refresh(time.time())
+    hers = send(ledger, alice, wire.Cancel(jobs=("0123456789abcdef",)))
+    ledger.r.set(ledger.keys.reply(alice, hers), "not a list")  # before the gate answers
+    his = send(ledger, bob, wire.Cancel(jobs=("0123456789abcdef",)))
+    serve_until(gate, lambda: ledger.r.exists(ledger.keys.reply(bob, his)))
+    assert isinstance(answer(ledger, bob, his), wire.Refused)
+    assert ledger.r.xlen(ledger.keys.requests(alice)) == 0  # hers was handled, its answer lost
+    assert ledger.r.xpending(ledger.keys.requests(alice), GROUP)["pending"] == 0

@@ -80,6 +80,9 @@ class Gate:
         # After an outage, this gate's own unacknowledged requests first ("0"), then new ones.
         start = "0" if self._own_pending else ">"
         streams = {self.stream(u): start for u in self.users if u not in self._broken}
+        if not streams:  # every stream broken by its user until the next refresh
+            time.sleep(self.block_ms / 1000)
+            return 0
         rows = self._claim(now) if now - self._claimed_at >= CLAIM_EVERY_S else []
         self._took_over = False
         block = None if rows or self._own_pending else self.block_ms
@@ -112,7 +115,10 @@ class Gate:
             pipe.expire(reply_key, REPLY_TTL_S)
         pipe.xack(key, GROUP, entry_id)
         pipe.xdel(key, entry_id)
-        pipe.execute()
+        # A reply list its user made into another type is theirs to lose: never an error here.
+        for done in pipe.execute(raise_on_error=False):
+            if isinstance(done, (redis.ConnectionError, redis.TimeoutError)):
+                raise done
 
     def _answer(self, user: str, raw: bytes) -> wire.Reply | None:
         if len(raw) > MAX_REQUEST_BYTES:
