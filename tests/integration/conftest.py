@@ -135,8 +135,8 @@ class Fleet:
         raise AssertionError(f"job {job_id} never reached {state}")
 
 
-def start_worker(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
-    queue = f"{env['COLABQ_QUEUE_PREFIX']}gpu.t4"
+def start_worker(env: dict[str, str], log: Path, gpu: str = "t4") -> subprocess.Popen[bytes]:
+    queue = f"{env['COLABQ_QUEUE_PREFIX']}gpu.{gpu}"
     argv = [sys.executable, "-m", "celery", "-A", "worker.celery_app", "worker", "-Q", queue,
             "-c", "1", "-n", f"test-{secrets.token_hex(3)}@%h", "-l", "INFO", "-E"]  # fmt: skip
     # Its own process group, so a test can SIGKILL the whole worker (main + pool) at once; the
