@@ -58,9 +58,9 @@ if slots then
 end
 """
 
-# KEYS: the job hash. ARGV: the key prefix, job id, now, the deferred set (not a declared key:
-# a user cancelling their own QUEUED point under Redis ACLs may not write it, and need not:
-# only a freed slot writes it, and a write refused leaves the next point to its backstop retry).
+# KEYS: the job hash. ARGV: the key prefix, job id, now, the deferred set (not a declared key,
+# written with pcall: only a freed slot writes it, and a write refused would leave the next
+# point to its backstop retry; every cancel is the gate's, a service, since issue 26).
 # Gives back the job's slot (if it held one) and leaves the sweep's waiting queue; when a slot
 # was freed, the first waiting point in the sweep's order that is still QUEUED and unowned is
 # made due now. Returns the id made due, or ''.

@@ -178,8 +178,8 @@ def release_lock(ledger: Ledger, job_id: str, owner: str) -> None:
 
 
 def release_bare_lock(ledger: Ledger, job_id: str, owner: str) -> None:
-    """Give up a job's lock taken without a lease (a canceller's): only the job's own key is
-    written, which a user's ACL rule allows on her own job."""
+    """Give up a job's lock taken without a lease (a canceller's, the gate's): only the job's
+    own key is written, no shared index."""
     _delete_if_holder(ledger, ledger.keys.lock(job_id), owner)
 
 
