@@ -50,8 +50,10 @@ def _private_redis(tmp: Path) -> tuple[subprocess.Popen[bytes], str] | None:
     """A redis-server of this test process's own, behind a password, as a deployment shared by
     several machines runs it: the whole path is tested against a Redis that needs one."""
     port, password = free_port(), secrets.token_hex(16)
+    # hz 100: a blocking read's timeout (the test's gate reads every 20 ms) ends within 10 ms,
+    # not the default 100 ms, so a test's gate stops at once.
     conf = (f"bind 127.0.0.1\nport {port}\nsave \"\"\nappendonly no\ndir {tmp}\n"
-            f"requirepass {password}\n")  # fmt: skip
+            f"requirepass {password}\nhz 100\n")  # fmt: skip
     url = f"redis://:{password}@127.0.0.1:{port}/14"
     proc = start_redis_server(conf, url)
     return (proc, url) if proc else None
