@@ -11,7 +11,7 @@ COPY ops ops
 RUN pip install --no-cache-dir -c ops/constraints.txt ".[mlflow]" \
  && pip install --no-cache-dir uv==0.13.9 \
  && UV_TOOL_DIR=/opt/uv/tools UV_TOOL_BIN_DIR=/usr/local/bin UV_PYTHON_INSTALL_DIR=/opt/uv/python \
-    uv tool install --python 3.12 google-colab-cli==0.7.4
+    uv tool install --python 3.12 google-colab-cli==0.7.5
 RUN useradd --create-home colabq && mkdir -p /var/lib/colabq && chown colabq /var/lib/colabq
 USER colabq
 ENV HOME=/home/colabq

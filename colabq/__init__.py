@@ -2,7 +2,7 @@
 
     from colabq import Client
 
-    client = Client()  # the settings `colabq` reads: COLABQ_* in the environment or .env
+    client = Client()  # the settings `colabq` reads: COLABQ_*, ~/.config/colabq/settings.env
     sub = client.submit("train.sh", name="mnist-mlp-bs64", gpu="T4", wall="2h",
                         hub_repo="alice/mnist-runs", sync=["ckpt"])
     job = client.wait(sub.job_id)
@@ -30,7 +30,7 @@ from colabq.errors import (
     UserInputError,
     WaitTimeout,
 )
-from colabq.results import Cancelled, JobInfo, Submission, SubmittedJob
+from colabq.results import Cancelled, JobInfo, RunProgress, Submission, SubmittedJob
 from colabq.submitting import SubmitOptions
 from worker.states import TERMINAL, JobState
 
@@ -49,6 +49,7 @@ __all__ = [
     "LedgerError",
     "PreflightFailed",
     "RunNameInUse",
+    "RunProgress",
     "SpecError",
     "StoreError",
     "Submission",

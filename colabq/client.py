@@ -6,7 +6,7 @@ Each method runs the functions the matching command runs, never its printed outp
 cancel JOB` (the same refusals under Redis ACLs), and `wait` waits on the ledger until the job
 ends. Nothing is printed and nothing exits: errors are colabq's own exceptions (`colabq.errors`).
 
-The settings are the CLI's (`COLABQ_*` in the environment or `.env`, `worker/settings.py`),
+The settings are the CLI's (`COLABQ_*` in the environment, the settings file, `worker/settings.py`),
 built once when the client is; Redis is connected on first use and answers within a second or
 two (otherwise `BrokerUnavailable`), as for a command.
 """
@@ -40,7 +40,7 @@ _LIMIT = 30  # jobs a page of the list, as `colabq status`
 class Client:
     """A connection to one colabq deployment (its Redis, key and queue prefixes).
 
-    `Client()` reads the settings as `colabq` does (environment, `.env`); `Client(redis_url)`
+    `Client()` reads the settings as `colabq` does (environment, settings file); `Client(redis_url)`
     overrides the Redis URL alone; `Client(settings=load_settings(...))` takes them as given.
     Usable as a context manager (`close()` at the end). Not shared between threads.
     """
@@ -192,10 +192,10 @@ class Client:
             return infos
 
     def _info(self, job_id: str) -> JobInfo:
-        from producer.commands.status import _read_job
+        from producer.commands.status import _progress, _read_job
 
         rec, history = _read_job(self.settings, self.ledger, job_id)
-        return job_info(rec, history)
+        return job_info(rec, history, progress=_progress(self.settings, self.ledger, job_id))
 
     def wait(self, job_id: str, *, timeout: float | None = None, poll_s: float = 1.0) -> JobInfo:
         """Wait until the job is over and return it (its state, reason and final report).

@@ -15,6 +15,7 @@ from worker.states import TERMINAL, JobState
 
 if TYPE_CHECKING:
     from producer.preflight.report import Report
+    from worker.progress.record import Limit, Reading
     from worker.records.record import HistoryEntry, JobRecord
 
 
@@ -82,6 +83,36 @@ def submitted(row: Mapping[str, Any], gpu: str) -> SubmittedJob:
 
 
 @dataclass(frozen=True)
+class RunProgress:
+    """How far a run got, as its console said (`status JOB --json`'s `progress`): done of
+    total in `unit` ("epoch", "step", or a progress bar's own), the rate measured over the last
+    few minutes, when it ends at that rate (epoch s), and how long past its own time limit
+    (negative: before it)."""
+
+    fraction: float | None  # None: the run's length is not known
+    done: float
+    total: float | None
+    unit: str
+    rate_per_s: float | None
+    eta_at: float | None
+    seen_at: float  # when the console last said it (epoch s)
+    time_limit_at: float | None  # when the job's own time limit stops it (epoch s)
+    over_limit_s: float | None
+    projected_overrun: bool  # believed to end past its time limit (the warning's test)
+
+
+def run_progress(data: Mapping[str, Any] | None) -> RunProgress | None:
+    if not data:
+        return None
+    return RunProgress(
+        fraction=data["fraction"], done=float(data["done"]), total=data["total"],
+        unit=str(data["unit"]), rate_per_s=data["rate_per_s"], eta_at=data["eta_at"],
+        seen_at=float(data["seen_at"]), time_limit_at=data["time_limit_at"],
+        over_limit_s=data["over_limit_s"], projected_overrun=bool(data["projected_overrun"]),
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
 class JobInfo:
     """One job as `colabq status JOB --json` shows it: its state and why, its GPU and run,
     its times, and its final report once it is over."""
@@ -105,6 +136,7 @@ class JobInfo:
     history: tuple[HistoryEntry, ...]
     report: Mapping[str, Any] | None  # the final report, once over
     data: Mapping[str, Any]  # everything `colabq status JOB --json` prints
+    progress: RunProgress | None = None  # how far the run got, if its console said
 
     @property
     def terminal(self) -> bool:
@@ -115,10 +147,15 @@ class JobInfo:
         return self.state is JobState.SUCCEEDED
 
 
-def job_info(rec: JobRecord, history: list[HistoryEntry], now: float | None = None) -> JobInfo:
+def job_info(
+    rec: JobRecord,
+    history: list[HistoryEntry],
+    now: float | None = None,
+    progress: tuple[Reading | None, Limit | None] = (None, None),
+) -> JobInfo:
     from producer.render import job_json
 
-    data = job_json(rec, history, now)
+    data = job_json(rec, history, now, progress)
     return JobInfo(
         job_id=rec.job_id,
         run_name=rec.spec.run_name,
@@ -139,6 +176,7 @@ def job_info(rec: JobRecord, history: list[HistoryEntry], now: float | None = No
         history=tuple(history),
         report=data["report"],
         data=data,
+        progress=run_progress(data["progress"]),
     )
 
 

@@ -18,6 +18,7 @@ import redis
 
 from worker.errors import redacted_url
 from worker.records.redisconn import client as redis_client
+from worker.records.sentinelurl import SentinelLogin
 
 
 @dataclass
@@ -35,10 +36,15 @@ class Broker:
                 thing.shutdown()
 
 
-def answers(url: str, timeout_s: float = 1.0, master_name: str | None = None) -> bool:
+def answers(
+    url: str,
+    timeout_s: float = 1.0,
+    master_name: str | None = None,
+    sentinel_login: SentinelLogin | None = None,
+) -> bool:
     """Whether the Redis of `url` (with Sentinel: the master of `master_name`) answers."""
     try:
-        client = redis_client(url, master_name, socket_connect_timeout=timeout_s)
+        client = redis_client(url, master_name, sentinel_login, socket_connect_timeout=timeout_s)
         return bool(client.ping())
     except redis.RedisError:
         return False
@@ -59,8 +65,10 @@ def _wait_until_answers(url: str, timeout_s: float) -> bool:
     return False
 
 
-def ensure_broker(url: str, master_name: str | None = None) -> Broker:
-    if answers(url, master_name=master_name):
+def ensure_broker(
+    url: str, master_name: str | None = None, sentinel_login: SentinelLogin | None = None
+) -> Broker:
+    if answers(url, master_name=master_name, sentinel_login=sentinel_login):
         return Broker(url, f"using the Redis that answers at {redacted_url(url)}")
     port = free_port()
     embedded = f"redis://127.0.0.1:{port}/0"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import os
 import sys
 from collections.abc import Callable
 from typing import Annotated, ParamSpec
@@ -47,8 +48,11 @@ COMMANDS = {
     "drain": "producer.commands.fleet",
     "undrain": "producer.commands.fleet",
     "flower": "producer.commands.flower",
+    "metrics": "producer.commands.metrics",
     "doctor": "producer.commands.doctor",
     "usage": "producer.commands.usage",
+    "budget": "producer.commands.budget",
+    "quota": "producer.commands.quota",
     "janitor": "producer.commands.janitor",
     "adopt": "producer.commands.adopt",
     "acl": "producer.commands.acl",
@@ -91,6 +95,15 @@ def installed_version() -> str:
         return "unknown (not installed: run `pip install -e .` in the clone)"
 
 
+def _use_env_file(value: str | None) -> None:
+    """`--env-file PATH`: the settings file this command (and every process it starts: a
+    worker's pool, its watchdogs) reads over the user's, as `COLABQ_ENV_FILE`, made absolute."""
+    if value:
+        from worker.settingsfiles import ENV_FILE_VAR
+
+        os.environ[ENV_FILE_VAR] = os.path.abspath(os.path.expanduser(value))
+
+
 @app.callback()
 def _root(
     show_version: Annotated[
@@ -99,6 +112,17 @@ def _root(
             "--version", callback=_print_version, is_eager=True, help="Print the version and exit."
         ),
     ] = False,
+    env_file: Annotated[
+        str | None,
+        typer.Option(
+            "--env-file",
+            metavar="PATH",
+            callback=_use_env_file,
+            help="Also read settings from this dotenv file (mode 0600), e.g. a .env here; the "
+            "settings file ~/.config/colabq/settings.env is read anyway, and the environment "
+            "wins over both.",
+        ),
+    ] = None,
 ) -> None:
     pass
 

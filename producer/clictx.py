@@ -18,18 +18,19 @@ import os
 import sys
 import threading
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from worker.errors import ConfigError
+from worker.settingsfiles import ENV_FILE_VAR, settings_files
 from worker.utils import key_name_problem, redis_master_name_problem, redis_url_problem
 
 if TYPE_CHECKING:
     from rich.console import Console
 
     from worker.records.ledger import Ledger
+    from worker.records.sentinelurl import SentinelLogin
     from worker.settings import Settings
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print data instead of a table.")]
@@ -37,12 +38,13 @@ JobArg = Annotated[str, typer.Argument(help="Job id (a unique prefix is enough).
 
 
 # Where pydantic-settings reads from (worker/settings.py's model_config; a test keeps them equal).
+# The settings files are worker.settingsfiles' (standard library only).
 ENV_PREFIX = "COLABQ_"
-ENV_FILE = ".env"
 # The settings a command that only reads the ledger needs, with worker/settings.py's defaults
 # (a test keeps them equal).
 LEDGER_DEFAULTS: dict[str, str | None] = {
-    "redis_url": "redis://127.0.0.1:6379/0", "redis_master_name": None, "key_prefix": "colabq",
+    "redis_url": "redis://127.0.0.1:6379/0", "redis_master_name": None,
+    "redis_sentinel_username": None, "redis_sentinel_password": None, "key_prefix": "colabq",
 }  # fmt: skip
 
 
@@ -130,52 +132,76 @@ class LedgerAddress:
     redis_url: str
     key_prefix: str
     redis_master_name: str | None = None  # with a sentinel:// redis_url
+    sentinel_login: SentinelLogin | None = None  # idem: the sentinels' own
+
+    @classmethod
+    def of(cls, settings: Settings) -> LedgerAddress:
+        return cls(
+            settings.redis_url, settings.key_prefix, settings.redis_master_name,
+            settings.sentinel_login(),
+        )  # fmt: skip
 
 
 def ledger_address() -> LedgerAddress:
-    """The `redis_url` and `key_prefix` settings, validated as the settings object validates
-    them (the same one-line errors). Read without pydantic-settings (about 0.1 s of start-up)
-    when the environment sets no other setting and no .env file names any; otherwise from the
-    settings object, so that an invalid setting fails this command as it fails every other."""
+    """The `redis_url`, `key_prefix` and Sentinel settings, validated as the settings object
+    validates them (the same one-line errors). Read without pydantic-settings (about 0.1 s of
+    start-up) when the environment sets no other setting and no settings file names any;
+    otherwise from the settings object, so that an invalid setting fails this command as it
+    fails every other."""
     found = _ledger_settings_alone()
     if found is None:
-        settings = load_settings()
-        return LedgerAddress(settings.redis_url, settings.key_prefix, settings.redis_master_name)
+        return LedgerAddress.of(load_settings())
+    from worker.records.sentinelurl import (
+        SentinelLogin,
+        sentinel_password_problem,
+        sentinel_username_problem,
+    )
+
     url = found.get("redis_url", str(LEDGER_DEFAULTS["redis_url"]))
     master = found.get("redis_master_name", "").strip() or None  # empty is unset
+    user = found.get("redis_sentinel_username", "").strip() or None
+    password = found.get("redis_sentinel_password") or None
     prefix = found.get("key_prefix", str(LEDGER_DEFAULTS["key_prefix"]))
     # In the settings' field order: the first invalid field is the one reported.
     url_problem = redis_url_problem(url)
     for name, problem in (
         ("redis_url", url_problem),
         ("redis_master_name", None if url_problem else redis_master_name_problem(url, master)),
+        ("redis_sentinel_username", sentinel_username_problem(user)),
+        ("redis_sentinel_password", sentinel_password_problem(user, password)),
         ("key_prefix", key_name_problem(prefix, empty_ok=False)),
     ):
         if problem:
             raise ConfigError.invalid(f"{ENV_PREFIX}{name.upper()}", problem)
-    return LedgerAddress(url, prefix, master)
+    return LedgerAddress(url, prefix, master, SentinelLogin(user, password))
 
 
 def _ledger_settings_alone() -> dict[str, str] | None:
     """The ledger settings the environment sets, when it sets no other setting (in any case,
-    once each) and no .env file may set one; else None."""
+    once each) and no settings file may set one; else None. A settings file that may not be
+    read is refused here as the settings object refuses it."""
     found: dict[str, str] = {}
     prefix = ENV_PREFIX.lower()  # pydantic-settings' names are case-insensitive
     for key, value in os.environ.items():
         name = key.lower()
-        if not name.startswith(prefix):
+        if not name.startswith(prefix) or name == ENV_FILE_VAR.lower():
             continue
         field = name[len(prefix) :]
         if field not in LEDGER_DEFAULTS or field in found:
             return None
         found[field] = value
-    try:
-        text = Path(ENV_FILE).read_bytes()
-    except FileNotFoundError:
-        return found
-    except OSError:
-        return None  # unreadable, or not a file: the settings object says what it makes of it
-    return None if prefix.encode() in text.lower() else found
+    return None if _files_may_name(prefix) else found
+
+
+def _files_may_name(text: str) -> bool:
+    """Whether a settings file may hold `text` (lower case): a cheap look, without pydantic."""
+    for path in settings_files():
+        try:
+            if text in path.read_text(errors="replace").lower():
+                return True
+        except OSError:
+            return True  # unreadable after all: the settings object says so in one line
+    return False
 
 
 class LazySettings:
@@ -193,7 +219,7 @@ class LazySettings:
             return self._settings
 
     def may_set(self, field: str) -> bool:
-        """Whether the environment or the .env file may set `field` (a cheap look, without
+        """Whether the environment or a settings file may set `field` (a cheap look, without
         pydantic): False means the default applies, so the settings need not be built for it."""
         if self._settings is not None:
             return True
@@ -201,11 +227,9 @@ class LazySettings:
         if any(key.lower() == name for key in os.environ):
             return True
         try:
-            return name in Path(ENV_FILE).read_text(errors="replace").lower()
-        except FileNotFoundError:
-            return False
-        except OSError:
-            return True  # an unreadable .env: building the settings says so in one line
+            return _files_may_name(name)
+        except ConfigError:
+            return True  # a settings file that may not be read: building the settings says so
 
 
 def build_app(settings: Settings) -> Any:
@@ -218,6 +242,20 @@ def queue_for(gpu: object, prefix: str) -> str:
     from worker.spec import queue_for as _queue_for
 
     return _queue_for(str(gpu), prefix)
+
+
+def cannot_listen(exc: OSError, what: str, address: str, port: int) -> Exception:
+    """The one line for a server that cannot listen (`exc` itself for any other OSError)."""
+    import errno
+
+    if exc.errno not in (errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES):
+        return exc
+    from worker.errors import UserInputError
+
+    return UserInputError(
+        f"{what} cannot listen on {address or '*'}:{port} ({exc.strerror}): choose another "
+        "--port or --address."
+    )
 
 
 def _connect(settings: Settings) -> Ledger:

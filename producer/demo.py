@@ -95,7 +95,7 @@ def run_demo(console: Console, *, keep: bool = False) -> int:
     user = load_settings()  # an invalid setting stops the demo before it starts anything
     root = Path(tempfile.mkdtemp(prefix="colabq-demo-"))
     redis_url = user.redis_url if "redis_url" in user.model_fields_set else DEMO_REDIS
-    broker = ensure_broker(redis_url, user.redis_master_name)
+    broker = ensure_broker(redis_url, user.redis_master_name, user.sentinel_login())
     console.print(f"[bold]broker:[/] {broker.description}")
     key_prefix = f"colabq-demo-{secrets.token_hex(4)}"
     # Its own queue too: a demo worker never takes a real deployment's jobs, nor they its.
@@ -110,6 +110,8 @@ def run_demo(console: Console, *, keep: bool = False) -> int:
         **os.environ,
         "COLABQ_REDIS_URL": broker.url,
         "COLABQ_REDIS_MASTER_NAME": user.redis_master_name or "",
+        "COLABQ_REDIS_SENTINEL_USERNAME": user.sentinel_login().username or "",
+        "COLABQ_REDIS_SENTINEL_PASSWORD": user.sentinel_login().password or "",
         "COLABQ_KEY_PREFIX": key_prefix,
         "COLABQ_QUEUE_PREFIX": f"{key_prefix}.",
         "COLABQ_STATE_DIR": str(root / "state"),

@@ -1,24 +1,28 @@
 """`colabq doctor`: is this machine set up to submit and run jobs? One row per check, each with
 PASS, WARN or FAIL, what was found and what to do.
 
-Owns the checks and their table: the `colab` CLI (found, exactly the version the worker drives),
-its login (`colab usage` answers: the balance), Redis (ping, URL redacted; with Sentinel, how
-many sentinels answer for the master, where, and whether they reach a quorum), the Hub token file
-(Settings.hf_token_file: a non-empty 0600 file; its content is never printed) and the Hub with
-that token (whoami at Settings.hf_endpoint), and a live worker per GPU type. The checks are the
-worker's own where it has one (`worker.session.checks`, the driver, `worker.records.fleet`).
+Owns the checks and their table: the `colab` CLI (found, a release the worker drives, its `exec`
+path importing: `worker.colab.install`), its login (`colab usage` answers: the balance), Redis
+(ping, URL redacted; with Sentinel, how many sentinels answer for the master, where, and whether
+they reach a quorum), the Hub token file (Settings.hf_token_file: a non-empty 0600 file; its
+content is never printed) and the Hub with that token (whoami at Settings.hf_endpoint), a live
+worker per GPU type, and the settings files read (with a WARN for a `.env` holding a password in
+a git repository). The checks are the worker's own where it has one (`worker.session.checks`,
+the driver, `worker.records.fleet`).
 
 Every check is bounded in time: its calls get the timeout, and a check still running after it
 (plus a little) is reported FAIL and left behind in a daemon thread, so doctor never hangs. The
-three independent chains (colab, Redis, Hub) run at once. Exit 0 without a FAIL row, else 1.
+three independent chains (colab, Redis, Hub) run at once. Exit 0 without a FAIL row, else 1;
+2 when the CLI is a release colabq does not drive (`colabq worker` refuses to start on it too).
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -47,6 +51,7 @@ class Row:
     status: Status
     detail: str
     todo: str = ""  # what to do; empty for a PASS
+    refuses: bool = False  # a FAIL `colabq worker` refuses to start on: doctor exits 2
 
     def to_json(self) -> dict[str, str]:
         return {"check": self.check, "status": self.status.value, "detail": self.detail,
@@ -77,42 +82,59 @@ def bounded(check: str, fn: Callable[[], list[Row]], timeout_s: float, todo: str
 
 
 def colab_rows(settings: Settings, config: Path, timeout_s: float) -> list[Row]:
-    """The CLI (found, its version), then its login (`colab usage`), if the CLI runs."""
+    """The CLI (found, its release), its `exec` path, then its login (`colab usage`)."""
     from worker.colab.driver import ColabCli
+    from worker.colab.versions import install_command
 
     path = shutil.which(settings.colab_bin)
     if path is None:
-        todo = (
-            f"install it (`uv tool install google-colab-cli=={settings.colab_version}`) or set "
-            "COLABQ_COLAB_BIN to its path"
-        )
+        todo = f"install it (`{install_command()}`) or set COLABQ_COLAB_BIN to its path"
         detail = f"{settings.colab_bin!r}: not found or not executable"
         missing = Row("colab CLI", Status.FAIL, detail, todo)
         return [missing, Row("colab login", Status.WARN, "not checked: no colab CLI",
                              "fix the colab CLI first")]  # fmt: skip
-    driver = ColabCli(path, config, timeout_s=timeout_s)
+    driver = ColabCli(path, config, timeout_s=timeout_s, assign=settings.assign_policy())
     version = bounded(
         "colab CLI", lambda: [version_row(driver, settings)], timeout_s + _GRACE_S,
-        f"`{path} version` hangs: reinstall google-colab-cli=={settings.colab_version}",
+        f"`{path} version` hangs: reinstall it, `{install_command()}`",
+    )  # fmt: skip
+    exec_path = bounded(
+        "colab exec path", lambda: [exec_row(driver, timeout_s)], 2 * timeout_s + _GRACE_S,
+        f"importing the CLI's modules hangs: reinstall it, `{install_command()}`",
     )  # fmt: skip
     login = bounded(
         "colab login", lambda: [login_row(driver, settings)], timeout_s + _GRACE_S,
         "`colab usage` hangs: check this host's network, then run it by hand",
     )  # fmt: skip
-    return version + login
+    return version + exec_path + login
 
 
 def version_row(driver: ColabCli, settings: Settings) -> Row:
-    from worker.errors import ColabError
-    from worker.session.checks import check_cli_version
+    from worker.errors import ColabError, ColabVersionMismatch
+    from worker.session.checks import check_cli_release
 
-    check, expected = "colab CLI", settings.colab_version
+    check = "colab CLI"
     try:
-        check_cli_version(driver, expected)
+        cli = check_cli_release(driver, settings)
+    except ColabVersionMismatch as exc:
+        detail, todo = exc.advice().split("; ", 1)
+        return Row(check, Status.FAIL, f"{driver.binary}: {detail}", todo, refuses=True)
     except ColabError as exc:
-        todo = f"install exactly this one: `uv tool install google-colab-cli=={expected}`"
-        return Row(check, Status.FAIL, f"{driver.binary}: {exc}", todo)
-    return Row(check, Status.PASS, f"{driver.binary}: version {expected}")
+        return Row(check, Status.FAIL, f"{driver.binary}: {exc.advice()}",
+                   "run `colab version` by hand to see why")  # fmt: skip
+    if warning := cli.warning():
+        return Row(check, Status.WARN, f"{driver.binary}: {cli.describe()}", warning)
+    return Row(check, Status.PASS, f"{driver.binary}: {cli.describe()}")
+
+
+def exec_row(driver: ColabCli, timeout_s: float) -> Row:
+    """`colab exec`'s imports, in the CLI's own interpreter (`worker.colab.install`)."""
+    from worker.colab.install import Verdict, check_exec_path
+
+    found = check_exec_path(Path(driver.binary), driver.exec_env(), 2 * timeout_s)
+    status = {Verdict.BROKEN: Status.FAIL, Verdict.UNKNOWN: Status.WARN}.get(found.verdict)
+    todo = found.repair or "run `colab exec` on a session by hand once"
+    return Row("colab exec path", status or Status.PASS, found.detail, todo if status else "")
 
 
 def login_row(driver: ColabCli, settings: Settings) -> Row:
@@ -149,7 +171,8 @@ def redis_rows(settings: Settings, timeout_s: float) -> list[Row]:
 
     from worker.errors import redacted_url
     from worker.records.redisconn import client as redis_client
-    from worker.records.redisconn import is_sentinel
+    from worker.records.sentinels import login_refusal
+    from worker.records.sentinelurl import is_sentinel
 
     where = redacted_url(settings.redis_url)
     sentinels: list[Row] = []
@@ -157,17 +180,20 @@ def redis_rows(settings: Settings, timeout_s: float) -> list[Row]:
         sentinels = [sentinel_row(settings, timeout_s)]
         where = f"the master {settings.redis_master_name!r} of {where}"
     client = redis_client(
-        settings.redis_url, settings.redis_master_name, socket_connect_timeout=timeout_s,
-        socket_timeout=timeout_s, retry=Retry(NoBackoff(), 0),
+        settings.redis_url, settings.redis_master_name, settings.sentinel_login(),
+        socket_connect_timeout=timeout_s, socket_timeout=timeout_s, retry=Retry(NoBackoff(), 0),
     )  # fmt: skip
     try:
         client.ping()
         version = client.info("server").get("redis_version", "?")
-    except redis.AuthenticationError as exc:
-        detail = f"{where} refused the password ({type(exc).__name__})"
-        return [*sentinels, Row("redis", Status.FAIL, detail,
-                "fix the password in COLABQ_REDIS_URL"), _workers_unchecked()]  # fmt: skip
     except redis.RedisError as exc:
+        refused = login_refusal(
+            exc, settings.redis_url, settings.redis_master_name, settings.sentinel_login(),
+            timeout_s,
+        )  # fmt: skip
+        if refused is not None:  # which login, and the setting that holds it
+            todo = refused.hint[:1].lower() + refused.hint[1:].rstrip(".")
+            return [*sentinels, Row("redis", Status.FAIL, str(refused), todo), _workers_unchecked()]
         detail = f"cannot reach {where} ({type(exc).__name__}: {_password_free(exc, settings)})"
         todo = "start Redis (redis-server), or set COLABQ_REDIS_URL to the one that runs"
         return [*sentinels, Row("redis", Status.FAIL, detail, todo), _workers_unchecked()]
@@ -178,12 +204,21 @@ def redis_rows(settings: Settings, timeout_s: float) -> list[Row]:
 def sentinel_row(settings: Settings, timeout_s: float) -> Row:
     """How many sentinels answer for the master, where they say it is, and whether they could
     agree on a failover (SENTINEL CKQUORUM)."""
-    from worker.records.redisconn import ask_sentinels
+    from worker.records.sentinels import ask_sentinels
 
     name = str(settings.redis_master_name)
-    seen = ask_sentinels(settings.redis_url, name, timeout_s)
+    seen = ask_sentinels(settings.redis_url, name, timeout_s, settings.sentinel_login())
     check, count = "redis sentinels", f"{seen.answered} of {seen.asked} sentinel(s)"
     missing = "; ".join(seen.problems)
+    if seen.refused and not seen.answered:
+        todo = (
+            "set COLABQ_REDIS_SENTINEL_PASSWORD (and COLABQ_REDIS_SENTINEL_USERNAME for an ACL "
+            "user) to the sentinels' own requirepass, not the master's"
+        )
+        detail = f"{seen.refused} of {seen.asked} sentinel(s) refused colabq's login"
+        if seen.refused < seen.asked:
+            detail += f"; {missing}"
+        return Row(check, Status.FAIL, detail, todo)
     if not seen.answered:
         todo = (
             "start the sentinels of COLABQ_REDIS_URL, or set COLABQ_REDIS_MASTER_NAME to the "
@@ -212,12 +247,14 @@ def _password_free(exc: BaseException, settings: Settings) -> str:
     from urllib.parse import urlsplit
 
     text = " ".join(str(exc).split())[:200]
+    secrets = [settings.sentinel_login().password]
     for part in settings.redis_url.split(";"):  # each sentinel:// part may hold it
         try:
-            password = urlsplit(part).password
+            secrets.append(urlsplit(part).password)
         except ValueError:
             continue
-        text = text.replace(password, "***") if password else text
+    for secret in secrets:
+        text = text.replace(secret, "***") if secret else text
     return text
 
 
@@ -324,6 +361,23 @@ def _scrubbed(row: Row, token: str) -> Row:
                row.todo.replace(token, "<token>"))  # fmt: skip
 
 
+# --- the settings files ----------------------------------------------------------------------
+
+
+def settings_rows(environ: Mapping[str, str], cwd: Path) -> list[Row]:
+    """The settings files read, and a WARN for each dotenv file holding a password in a git
+    work tree (`producer.settingscheck`): the current folder's `.env`, the --env-file."""
+    from producer.settingscheck import find_exposed
+    from worker.settingsfiles import settings_files, user_file
+
+    read = settings_files(environ)  # load_settings checked them: they may be read
+    where = ", ".join(f"{p} (0600)" for p in read) or f"no settings file ({user_file(environ)})"
+    rows = [Row("settings", Status.PASS, f"the environment and {where}")]
+    for found in find_exposed(cwd, environ):
+        rows.append(Row("settings", Status.WARN, found.detail(), found.todo(user_file(environ))))
+    return rows
+
+
 # --- the command ------------------------------------------------------------------------------
 
 
@@ -343,15 +397,16 @@ def diagnose(settings: Settings, timeout_s: float = DEFAULT_TIMEOUT_S) -> list[R
 
         def run(i: int) -> None:
             check, fn, todo = chains[i]
-            # Each chain is two bounded steps at most.
-            results[i] = bounded(check, fn, 2 * (timeout_s + _GRACE_S) + 1, todo)
+            # The longest chain (colab's) is three bounded steps, one of them twice as long.
+            results[i] = bounded(check, fn, 4 * (timeout_s + _GRACE_S) + 1, todo)
 
         threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(3)]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
-    return [row for rows in results for row in rows]
+    settings_first = settings_rows(os.environ, Path.cwd())
+    return [*settings_first, *(row for rows in results for row in rows)]
 
 
 _STYLE = {Status.PASS: "green", Status.WARN: "yellow", Status.FAIL: "bold red"}
@@ -370,6 +425,9 @@ def doctor_table(rows: list[Row]) -> RenderableType:
 
 
 def verdict(rows: list[Row]) -> str:
+    refused = next((r for r in rows if r.refuses), None)
+    if refused is not None:
+        return f"Refused: {refused.detail}; {refused.todo}"
     failed = sum(r.status is Status.FAIL for r in rows)
     warned = sum(r.status is Status.WARN for r in rows)
     if failed:

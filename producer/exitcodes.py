@@ -2,7 +2,8 @@
 
 A command that fails exits with the code of its error; `colabq status JOB`, `colabq logs -f` and
 `colabq adopt` exit with the job's outcome, so a script can wait on a job and branch on how it
-ended. `colabq doctor` exits 1 when a check fails.
+ended. `colabq doctor` exits 1 when a check fails, 2 when the `colab` CLI is a release colabq
+does not drive.
 """
 
 from __future__ import annotations

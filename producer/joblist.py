@@ -1,12 +1,12 @@
 """The job list `colabq status` shows, read fast: filters, pages, short ids, damaged records.
 
 Only the summary fields a row shows are read (HMGET, every job in one non-transactional
-pipeline), never a spec: the ids come newest first from the jobs index (ZREVRANGEBYSCORE for
-`--since`), and the filters run on those fields here. An old record without summary fields has
-its spec's JSON read for them (it alone). A record that cannot be read (bad JSON, an unknown
-state, a field missing or not a number) becomes a DAMAGED row with what is known: one bad
-record never hides the others. Rendering is `producer.render`'s; the command is
-`producer/commands/status.py`'s.
+pipeline, with its run's progress from its watch hash: `worker.progress.record`), never a spec:
+the ids come newest first from the jobs index (ZREVRANGEBYSCORE for `--since`), and the filters
+run on those fields here. An old record without summary fields has its spec's JSON read for
+them (it alone). A record that cannot be read (bad JSON, an unknown state, a field missing or
+not a number) becomes a DAMAGED row with what is known: one bad record never hides the others.
+Rendering is `producer.render`'s; the command is `producer/commands/status.py`'s.
 """
 
 from __future__ import annotations
@@ -18,12 +18,15 @@ import os
 import socket
 from bisect import bisect_left
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
 from worker.colab import rates
 from worker.errors import UserInputError
+from worker.progress import record as progress_record
+from worker.progress.record import Limit, Reading
+from worker.records import ids
 from worker.records.keys import Keys
 from worker.states import TERMINAL, JobState
 from worker.utils import parse_duration_s
@@ -67,6 +70,8 @@ class JobRow:
     updated_at: float | None
     fields: Mapping[str, str | None]  # the raw summary fields (held time)
     problem: str = ""
+    progress: Reading | None = None  # the run's, as last read from its console
+    limit: Limit | None = None  # its own time limit on the VM, once it started there
 
     @property
     def state_value(self) -> str:
@@ -187,17 +192,18 @@ def read_listing(r: Any, keys: Keys, filters: Filters, *, limit: int, page: int)
     if filters.live_only:
         pipe.smembers(keys.active())
     replies = pipe.execute()
-    known = [i.decode() for i in replies[0]]
-    candidates = known if filters.since is None else [i.decode() for i in replies[1]]
+    # Index members that are no job id are reported and skipped (`worker.records.ids`).
+    known = ids.members("job id", replies[0], keys.jobs())
+    candidates = known if filters.since is None else ids.members("job id", replies[1], keys.jobs())
     if filters.live_only:
-        live = {i.decode() for i in replies[-1]}
+        live = set(ids.members("job id", replies[-1], keys.active()))
         candidates = [i for i in candidates if i in live]
     start = (page - 1) * limit
     if filters.by_fields:
         candidates = find_matching(r, keys, candidates, filters)
     # Without filters on fields the index alone is the match. (A record that expired a moment
     # ago may still be counted; the janitor prunes the index.)
-    shown = read_rows(r, keys, candidates[start : start + limit])
+    shown = read_rows(r, keys, candidates[start : start + limit], progress=True)
     return Listing(shown, short_ids(known, [x.job_id for x in shown]), len(candidates), page, limit)
 
 
@@ -236,14 +242,20 @@ def _matches(filters: Filters, d: Mapping[str, str | None]) -> bool:
     return filters.match(value, d.get("run_name") or "?", d.get("user") or "")
 
 
-def read_rows(r: Any, keys: Keys, ids: Sequence[str]) -> list[JobRow]:
-    """The rows of `ids`, in order; an id whose record is gone (expired) is left out."""
+def read_rows(r: Any, keys: Keys, ids: Sequence[str], *, progress: bool = False) -> list[JobRow]:
+    """The rows of `ids`, in order (with their runs' progress, in the same round trip, when
+    `progress`); an id whose record is gone (expired) is left out."""
     pipe = r.pipeline(transaction=False)
     for job_id in ids:
         pipe.hmget(keys.job(job_id), SUMMARY_FIELDS)
+        if progress:
+            pipe.hmget(keys.watch(job_id), progress_record.FIELDS)
+    replies = pipe.execute(raise_on_error=False) if ids else []
+    summaries = replies[:: 2 if progress else 1]
+    watched = dict(zip(ids, replies[1::2], strict=True)) if progress else {}
     found: list[tuple[str, dict[str, str | None]]] = []
     unreadable: dict[str, JobRow] = {}
-    for job_id, values in zip(ids, pipe.execute(raise_on_error=False), strict=True):
+    for job_id, values in zip(ids, summaries, strict=True):
         if isinstance(values, Exception):  # a key of another type (WRONGTYPE)
             why = f"not a job record: {str(values).splitlines()[0]}"
             unreadable[job_id] = JobRow(job_id, None, "?", "?", "", "", None, None, {}, why)
@@ -254,7 +266,17 @@ def read_rows(r: Any, keys: Keys, ids: Sequence[str]) -> list[JobRow]:
             found.append((job_id, d))
     old = [job_id for job_id, d in found if job_id not in unreadable and d["run_name"] is None]
     specs = _specs(r, keys, old) if old else {}
-    return [unreadable.get(job_id) or make_row(job_id, d, specs.get(job_id)) for job_id, d in found]
+    rows = [unreadable.get(job_id) or make_row(job_id, d, specs.get(job_id)) for job_id, d in found]
+    return [_with_progress(row, watched.get(row.job_id)) for row in rows]
+
+
+def _with_progress(row: JobRow, values: object) -> JobRow:
+    """`row` with its run's progress, when its watch hash holds a reading (a reply that is an
+    error, a key of another type, holds none)."""
+    if not isinstance(values, list) or row.state is None:
+        return row
+    reading, limit = progress_record.from_fields(values)
+    return row if reading is None else replace(row, progress=reading, limit=limit)
 
 
 def _specs(r: Any, keys: Keys, ids: list[str]) -> dict[str, bytes | None]:

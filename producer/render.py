@@ -12,19 +12,22 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from producer.report_code import code_rows
+from producer.report_view import final_report as final_report  # (its callers import it here)
 from worker.colab import rates
+from worker.progress import words as progress_words
 from worker.states import TERMINAL, JobState
 from worker.timelimit import limits_json, limits_text
 from worker.utils import format_duration_s
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
-    from rich.table import Table
     from rich.text import Text
 
     from producer.joblist import JobRow, Listing
+    from worker.progress.record import Limit, Reading
     from worker.records.record import HistoryEntry, JobRecord
+
+    Progress = tuple[Reading | None, Limit | None]
 
 _STYLE = {
     JobState.SUCCEEDED: "green",
@@ -55,6 +58,9 @@ def _units(value: float | None, digits: int = 2) -> str:
 
 # The list's columns; `--json` uses the same names (a duration's with its unit: `elapsed_s`).
 LIST_COLUMNS = ("id", "run", "state", "gpu", "worker", "elapsed", "cu")
+# Beside them when a row has one: how far its run got, how fast, when it ends (local time; `!`
+# when that is past its time limit).
+PROGRESS_COLUMN = "progress"
 
 
 def _held_ever(fields: Mapping[str, str | None]) -> bool:
@@ -80,7 +86,9 @@ def jobs_table(
     if not listing.rows:
         return Text(footer(listing, next_page))
     t = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, collapse_padding=True)
-    for col in LIST_COLUMNS:
+    shown = any(row.progress is not None for row in listing.rows)
+    columns = (*LIST_COLUMNS, PROGRESS_COLUMN) if shown else LIST_COLUMNS
+    for col in columns:
         numeric = col in ("elapsed", "cu")
         flexible = col in ("run", "worker")
         t.add_column(
@@ -96,21 +104,32 @@ def jobs_table(
             (row.worker or "-")[:18],
             _age(row.elapsed_s(now)),
             _units(row.cu(now)) if _held_ever(row.fields) else "-",
+            *([_progress_cell(row, now)] if shown else []),
         ]
         for row in listing.rows
     ]
     # The run column gets what the others leave of the width (80 at least fits), cut in the
     # middle: a sweep's points differ at the end of their names (`...-lr0.05-seed1`).
     others = sum(
-        max(len(col), *(len(c[i]) for c in cells))
-        for i, col in enumerate(LIST_COLUMNS)
-        if col != "run"
+        max(len(col), *(len(c[i]) for c in cells)) for i, col in enumerate(columns) if col != "run"
     )
-    room = max(12, width - others - 2 * (len(LIST_COLUMNS) - 1))
+    room = max(12, width - others - 2 * (len(columns) - 1))
     for c in cells:
         c[1] = _middle(str(c[1]), room)
         t.add_row(*c)
     return Group(t, Text(footer(listing, next_page), style="dim"))
+
+
+def _progress_cell(row: JobRow, now: float) -> str:
+    if row.progress is None:
+        return "-"
+    live = row.state is JobState.RUNNING
+    return progress_words.cell(row.progress, row.limit, now, live=live)
+
+
+def progress_json(progress: Progress, now: float) -> dict[str, Any] | None:
+    reading, limit = progress
+    return None if reading is None else progress_words.to_json(reading, limit, now)
 
 
 def console_width() -> int:
@@ -162,6 +181,7 @@ def row_json(row: JobRow, short_id: str, now: float) -> dict[str, Any]:
         "updated_at": row.updated_at,
         "terminal": row.state in TERMINAL,
         "problem": row.problem or None,
+        "progress": progress_json((row.progress, row.limit), now),
     }
 
 
@@ -199,7 +219,10 @@ def report_of(rec: JobRecord) -> dict[str, Any] | None:
 
 
 def job_detail(
-    rec: JobRecord, history: list[HistoryEntry], now: float | None = None
+    rec: JobRecord,
+    history: list[HistoryEntry],
+    now: float | None = None,
+    progress: Progress = (None, None),
 ) -> RenderableType:
     from rich.console import Group
     from rich.table import Table
@@ -207,8 +230,8 @@ def job_detail(
     head = Table.grid(padding=(0, 2))
     head.add_column(style="bold")
     head.add_column()
-    s = rec.spec
-    c = costs(rec, time.time() if now is None else now)
+    s, at = rec.spec, time.time() if now is None else now
+    c = costs(rec, at)
     rate, gpu = c["rate_per_hour"], rec.get("gpu") or s.gpu.value
     choices = ",".join(g.value for g in s.gpus)
     rows: list[tuple[str, str | Text]] = [
@@ -221,13 +244,14 @@ def job_detail(
             + (f" (asked for {choices}, in that order)" if len(s.gpus) > 1 else ""),
         ),
         ("state", _state(rec.state)),
-        ("reason", shown_reason(rec, time.time() if now is None else now)),
+        ("reason", shown_reason(rec, at)),
         ("submitted by", rec.get("user") or s.submitted_by or "-"),
         ("worker", rec.get("worker") or "-"),
         ("colab account", rec.get("account") or "-"),
         ("session", rec.get("session") or "-"),
         ("endpoint", rec.get("endpoint") or "-"),
         ("limits", limits_text(s)),
+        *_progress_rows(progress, at),
         ("elapsed", _age(c["elapsed_s"])),
         ("gpu held", _age(c["held_s"])),
         ("compute units", _units(c["cu"], 3) + (f" ({gpu} at {rate:.2f}/h held)" if rate else "")),
@@ -244,6 +268,16 @@ def job_detail(
         rows.append(("pre-flight digest", s.preflight_digest))
     for k, v in rows:
         head.add_row(k, v)
+    parts: list[RenderableType] = [head, _history_table(history)]
+    report = report_of(rec)
+    if report:
+        parts.append(final_report(report))
+    return Group(*parts)
+
+
+def _history_table(history: list[HistoryEntry]) -> RenderableType:
+    from rich.table import Table
+
     hist = Table(title="history")
     for col in ("at", "state", "reason", "by"):
         hist.add_column(col, overflow="fold")
@@ -251,66 +285,22 @@ def job_detail(
         what = f"{h.action} requested: {h.reason}" if h.action else h.reason
         by = f"{h.actor}@{h.host}" if h.actor else "-"
         hist.add_row(_when(h.at), _state(h.state), what, by)
-    parts: list[RenderableType] = [head, hist]
-    report = report_of(rec)
-    if report:
-        parts.append(final_report(report))
-    return Group(*parts)
+    return hist
 
 
-def final_report(report: dict[str, Any]) -> Table:
-    from rich.table import Table
-    from rich.text import Text
-
-    t = Table(title="final report", show_header=False)
-    t.add_column(style="bold")
-    t.add_column(overflow="fold")
-    for key in (
-        "outcome",
-        "reason",
-        "commit",
-        "exit_code",
-        "limits",
-        "artifacts",
-        "verification",
-        "account",
-        "runtime",
-        "duration",
-        "compute_units",
-        "remaining_endpoint",
-        "next_action",
-    ):
-        value = _limits_of(report) if key == "limits" else _report_value(key, report.get(key))
-        t.add_row(key.replace("_", " "), "-" if value in (None, "") else str(value))
-    for label, text in code_rows(report):
-        t.add_row(label, Text(text))  # plain: `repairs: [name]` is not markup
-    for note in report.get("notes") or ():
-        t.add_row("note", str(note))
-    return t
-
-
-def _limits_of(report: dict[str, Any]) -> str | None:
-    """The job's own time limit beside its wall cap (reports from before they were kept: none)."""
-    ttl, wall = report.get("time_limit_s"), report.get("wall_cap_s")
-    if not isinstance(ttl, int | float) or not isinstance(wall, int | float):
-        return None
-    return f"time limit {_age(ttl)} (wall cap {_age(wall)})"
-
-
-def _report_value(key: str, value: Any) -> Any:
-    """The report's structured values in words: durations, and units with their rate."""
-    if key == "duration" and isinstance(value, dict):
-        return (f"{_age(value.get('total_s'))} from submission to end; "
-                f"GPU held {_age(value.get('held_s'))}")  # fmt: skip
-    if key == "compute_units" and isinstance(value, dict):
-        rate = value.get("rate_per_hour")
-        at = f" ({value.get('gpu')} at {rate:.2f} units/h of GPU held)" if rate else ""
-        return f"{_units(value.get('units'), 3)}{at}"
-    return value
+def _progress_rows(progress: Progress, now: float) -> list[tuple[str, str | Text]]:
+    """The run's progress (`worker.progress.words.summary`), when its console said any."""
+    reading, limit = progress
+    if reading is None:
+        return []
+    return [("progress", progress_words.summary(reading, limit, now))]
 
 
 def job_json(
-    rec: JobRecord, history: list[HistoryEntry], now: float | None = None
+    rec: JobRecord,
+    history: list[HistoryEntry],
+    now: float | None = None,
+    progress: Progress = (None, None),
 ) -> dict[str, Any]:
     """One job for `status JOB --json`: its fields, history and report, and the list's."""
     c = costs(rec, time.time() if now is None else now)
@@ -338,6 +328,7 @@ def job_json(
         "endpoint": rec.get("endpoint"),
         "exit_code": int(rec.get("exit_code") or 0) if rec.get("exit_code") else None,
         **limits_json(rec.spec),
+        "progress": progress_json(progress, time.time() if now is None else now),
         "retry_of": rec.get("retry_of"),
         "retried_as": rec.get("retried_as"),
         "waivers": list(rec.spec.waivers),

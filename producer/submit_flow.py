@@ -224,9 +224,12 @@ def enqueue_points(
     """Have the gate record every job in one atomic step and send the new ones
     (`producer.submit.enqueue_many`: one request for the whole batch), each after its `after`
     (`resolve_points_after`)."""
+    from producer.code.reach import check_reach, needs_reach
     from producer.submit import enqueue_many
-    from worker.records.fleet import count_serving
+    from worker.records.fleet import count_serving, live_workers
 
+    if needs_reach(specs):  # an ssh remote: can a live worker fetch it on a VM?
+        check_reach(specs, live_workers(ledger.r, ledger.keys), settings.queue_prefix)
     o = points[0].options
     batch = enqueue_many(
         specs, ledger, allow_same_run=o.allow_same_run, sweep=any(p.values for p in points),

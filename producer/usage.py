@@ -20,6 +20,7 @@ from typing import Any
 
 from producer.joblist import JobRow
 from worker.accounts.balances import Balance
+from worker.colab.rates import report_costs
 from worker.states import TERMINAL
 
 NO_ACCOUNT = "(none)"  # jobs recorded before accounts, or never claimed
@@ -101,17 +102,6 @@ class UsageReport:
             "jobs": [{**j.__dict__, "held_s": round(j.held_s, 1), "units": round(j.units, 4)}
                      for j in self.jobs],
         }  # fmt: skip
-
-
-def report_costs(report: Mapping[str, Any] | None) -> tuple[float, float] | None:
-    """The held seconds and compute units a final report says, as it says them (None for no
-    report, or one without them)."""
-    if not report:
-        return None
-    try:
-        return float(report["duration"]["held_s"]), float(report["compute_units"]["units"])
-    except (KeyError, TypeError, ValueError):
-        return None
 
 
 def job_use(row: JobRow, now: float, report: Mapping[str, Any] | None = None) -> JobUse | None:

@@ -9,6 +9,7 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 import redis
@@ -21,6 +22,18 @@ from tests.mlflow_server import (
 
 TEST_REDIS_URL = os.environ.get("COLABQ_TEST_REDIS_URL")
 FALLBACK_REDIS_URL = "redis://127.0.0.1:6379/14"
+
+
+def make_certificate(root: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1 (its own CA) and its key, for one day."""
+    cert, key = root / "cert.pem", root / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key),
+         "-out", str(cert), "-days", "1", "-subj", "/CN=127.0.0.1",
+         "-addext", "subjectAltName=IP:127.0.0.1"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    return cert, key
 
 
 def start_redis_server(conf: str, url: str) -> subprocess.Popen[bytes] | None:
@@ -59,6 +72,13 @@ def _private_redis(tmp: Path) -> tuple[subprocess.Popen[bytes], str] | None:
     return (proc, url) if proc else None
 
 
+def service_missing(msg: str) -> NoReturn:
+    """A service a test needs is missing: skip locally, fail in CI (`COLABQ_REQUIRE_SERVICES`)."""
+    if os.environ.get("COLABQ_REQUIRE_SERVICES") or os.environ.get("CI"):
+        pytest.fail(msg)
+    pytest.skip(msg)
+
+
 @pytest.fixture(scope="session")
 def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     private = None if TEST_REDIS_URL else _private_redis(tmp_path_factory.mktemp("redis"))
@@ -66,13 +86,10 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     try:
         redis.Redis.from_url(url, socket_connect_timeout=1).ping()
     except redis.RedisError as exc:
-        msg = (
+        service_missing(
             f"Redis is needed ({type(exc).__name__}): start redis-server or set "
             "COLABQ_TEST_REDIS_URL"
         )
-        if os.environ.get("COLABQ_REQUIRE_SERVICES") or os.environ.get("CI"):
-            pytest.fail(msg)
-        pytest.skip(msg)
     yield url
     if private:
         private[0].kill()

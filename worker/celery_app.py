@@ -21,7 +21,7 @@ from typing import Any
 from celery import Celery
 
 from worker.flowerlogin import connect_guard
-from worker.records.redisconn import broker_transport_options, broker_url
+from worker.records.sentinelurl import broker_transport_options, broker_url, broker_use_ssl
 from worker.settings import Settings, load_settings
 from worker.tasknames import ADOPT, JANITOR, RUN_JOB, job_argsrepr
 
@@ -32,7 +32,8 @@ WORKER_MODULES = ("worker.tasks", "worker.lifecycle")
 
 def celery_config(settings: Settings) -> dict[str, Any]:
     return {
-        # The ledger's Redis (`worker.records.redisconn`): with Sentinel, kombu's sentinel
+        **_tls_config(settings),
+        # The ledger's Redis (`worker.records.sentinelurl`): with Sentinel, kombu's sentinel
         # transport, told the master's name; its events and worker_direct queues go there too.
         "broker_url": broker_url(settings.redis_url),
         # The ledger is the record of every job; Celery results would be a second, weaker copy.
@@ -45,7 +46,9 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         # Even with early acks, keep any unacked message from coming back during a long job.
         "broker_transport_options": {
             "visibility_timeout": 7 * 24 * 3600,
-            **broker_transport_options(settings.redis_master_name, settings.redis_url),
+            **broker_transport_options(
+                settings.redis_master_name, settings.redis_url, settings.sentinel_login()
+            ),
         },
         # One slot is one Colab session: never reserve a second job while one runs. With early
         # acks, prefetch 1 still lets a busy worker take the next message (the running one is
@@ -77,6 +80,13 @@ def celery_config(settings: Settings) -> dict[str, Any]:
             }
         },
     }
+
+
+def _tls_config(settings: Settings) -> dict[str, Any]:
+    # A sentinel URL's TLS, for the master (the sentinels' is in the transport options); a
+    # rediss:// URL says its own, and any other URL keeps Celery's default.
+    tls = broker_use_ssl(settings.redis_url)
+    return {"broker_use_ssl": tls} if tls else {}
 
 
 def build_app(settings: Settings) -> Celery:

@@ -12,6 +12,8 @@ import redis
 
 from worker.clock import SystemClock
 from worker.colab.driver import ColabCli
+from worker.errors import refuse
+from worker.records import ids
 from worker.records.keys import Keys
 from worker.records.ledger import Ledger
 from worker.records.redisconn import connect
@@ -22,7 +24,9 @@ from worker.settings import Settings
 def build_redis(settings: Settings, *, retry_s: float | None = None) -> redis.Redis:
     """A client whose every call survives an outage of `retry_s` (default: the settings')."""
     budget_s = settings.redis_retry_s if retry_s is None else retry_s
-    return connect(settings.redis_url, budget_s, settings.redis_master_name)
+    return connect(
+        settings.redis_url, budget_s, settings.redis_master_name, settings.sentinel_login()
+    )
 
 
 def build_ledger(
@@ -34,25 +38,31 @@ def build_ledger(
         Keys(settings.key_prefix),
         log_maxlen=settings.log_stream_maxlen,
         retention_s=settings.retention_s,
+        quota_tz=settings.quota_timezone,
     )
 
 
 def connect_ledger(settings: Settings) -> Ledger:
-    """The ledger on a Redis that answers now; otherwise one BrokerUnavailable line. For
-    commands people run: a dead Redis is reported within a second or two, not retried."""
+    """The ledger on a Redis that answers now; otherwise one BrokerUnavailable line (which
+    login was refused, when one was). For commands people run: a dead Redis is reported
+    within a second or two, not retried."""
     from worker.errors import BrokerUnavailable
+    from worker.records.sentinels import login_refusal
 
     client = build_redis(settings, retry_s=1.0)
     try:
         client.ping()
     except redis.RedisError as exc:
-        raise BrokerUnavailable(settings.redis_url, type(exc).__name__) from None
+        login = settings.sentinel_login()
+        refused = login_refusal(exc, settings.redis_url, settings.redis_master_name, login)
+        raise refused or BrokerUnavailable(settings.redis_url, type(exc).__name__) from None
     return build_ledger(settings, client)
 
 
 def job_dir(settings: Settings, job_id: str) -> Path:
-    """This worker host's folder for one job: the CLI's sessions.json, the driver, results."""
-    return settings.state_dir / "jobs" / job_id
+    """This worker host's folder for one job: the CLI's sessions.json, the driver, results.
+    UntrustedValue for anything but a job id: no other name ever becomes a path here."""
+    return settings.state_dir / "jobs" / (ids.job_id(job_id) or refuse("job id", "a job", job_id))
 
 
 def driver_at(settings: Settings, config: Path) -> ColabCli:
@@ -62,6 +72,8 @@ def driver_at(settings: Settings, config: Path) -> ColabCli:
         config,
         timeout_s=settings.colab_call_timeout_s,
         upload_timeout_s=settings.colab_upload_timeout_s,
+        assign=settings.assign_policy(),
+        new_margin_s=settings.colab_new_margin_s,
     )
 
 

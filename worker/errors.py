@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NoReturn
 
 
 class ColabqError(Exception):
@@ -67,7 +68,10 @@ class ConfigError(UserInputError):
 
     @classmethod
     def invalid(cls, variable: str, why: str) -> ConfigError:
-        return cls(f"Invalid setting {variable}: {why}. Fix it in the environment or .env.")
+        return cls(
+            f"Invalid setting {variable}: {why}. Fix it in the environment or the settings file "
+            "(~/.config/colabq/settings.env, or the --env-file)."
+        )
 
 
 # --- the ledger -----------------------------------------------------------------------------
@@ -115,6 +119,23 @@ class StaleOwner(LedgerError, PermissionError):
         self.job_id = job_id
 
 
+class UntrustedValue(LedgerError, ValueError):
+    """A value read back (from Redis, a message or a spec) is not what its grammar allows
+    (`worker.records.ids`): nothing was done with it. `shown` is its repr, cut short."""
+
+    def __init__(self, kind: str, where: str, raw: object) -> None:
+        shown = repr(raw) if len(repr(raw)) <= 60 else f"{repr(raw)[:57]}..."
+        super().__init__(f"{where} holds {shown}, which is not a {kind}: nothing was done with it.")
+        self.kind, self.where, self.shown = kind, where, shown
+
+    hint = "Something wrote it that should not have: an operator may inspect it with redis-cli."
+
+
+def refuse(kind: str, where: str, raw: object) -> NoReturn:
+    """Raise UntrustedValue: `ids.job_id(raw) or refuse("job id", where, raw)`."""
+    raise UntrustedValue(kind, where, raw)
+
+
 def redacted_url(url: str) -> str:
     """A Redis URL fit to print: its password (`redis://:PASSWORD@host`) replaced by `***`; in
     each part of a Sentinel URL (`sentinel://:PASSWORD@h1;sentinel://:PASSWORD@h2`)."""
@@ -141,6 +162,35 @@ class BrokerUnavailable(ColabqError, ConnectionError):
         self.url = redacted_url(url)
 
     hint = "Start Redis or set COLABQ_REDIS_URL."
+
+
+class RedisLoginRefused(BrokerUnavailable):
+    """Redis refused colabq's login: with Sentinel, the sentinels (their own login,
+    COLABQ_REDIS_SENTINEL_*) or the master (the URL's USER:PASSWORD@), named apart."""
+
+    def __init__(self, url: str, master_name: str | None, *, sentinels: bool = False) -> None:
+        where = redacted_url(url)
+        if sentinels:
+            text = f"The sentinels of {where} refused colabq's login."
+            self.hint = (
+                "Set COLABQ_REDIS_SENTINEL_PASSWORD (and COLABQ_REDIS_SENTINEL_USERNAME for an "
+                "ACL user) to the sentinels' own requirepass, not the master's."
+            )
+        elif master_name is not None:
+            text = (
+                f"The Redis master {master_name!r} (named by the sentinels of {where}) refused "
+                "the login of COLABQ_REDIS_URL."
+            )
+            self.hint = (
+                "Write the master's USER:PASSWORD@ (its requirepass, or an ACL user's) in "
+                "COLABQ_REDIS_URL, not the sentinels'."
+            )
+        else:
+            text = f"Redis at {where} refused the login of COLABQ_REDIS_URL."
+            self.hint = "Fix its USER:PASSWORD@ (the requirepass, or an ACL user's)."
+        ColabqError.__init__(self, text)
+        self.url = where
+        self.refused = "sentinels" if sentinels else "master"
 
 
 # --- the Colab CLI --------------------------------------------------------------------------
@@ -173,7 +223,8 @@ class ColabUnrecognisedOutput(ColabError):
 
 
 class ColabVersionMismatch(ColabError):
-    hint = "colabq drives exactly colab 0.7.4: `uv tool install google-colab-cli==0.7.4`."
+    """`colab version` is not a release colabq drives; the message names the supported ones
+    and the install command of the newest (`worker.colab.versions.check_release`)."""
 
 
 class ColabNotAuthenticated(ColabError):

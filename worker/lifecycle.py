@@ -16,14 +16,16 @@ from typing import Any
 
 from celery.signals import worker_init, worker_ready, worker_shutdown
 
+from worker.records import ids
 from worker.settings import Settings, load_settings
 from worker.tasknames import ADOPT, RUN_JOB
 
 
 @worker_init.connect  # type: ignore[untyped-decorator]
 def _refuse_unless_ready(sender: Any, **_: Any) -> None:
-    """A host that would fail every job it takes (no `colab`, a wrong version, no account, an
-    unwritable state dir, a bad token file) refuses to start, in one line."""
+    """A host that would fail every job it takes (no `colab`, a release colabq does not drive,
+    no account, an unwritable state dir, a bad token file) refuses to start, in one line; one
+    that starts says which `colab` release it drives, and each warning, one line each."""
     from worker.session.checks import worker_host_check
 
     settings = load_settings()
@@ -31,6 +33,10 @@ def _refuse_unless_ready(sender: Any, **_: Any) -> None:
     if check.problem is not None:
         print(f"colabq worker: not starting: {check.problem}", file=sys.stderr, flush=True)
         os._exit(2)  # before Celery consumes anything; no traceback for a known problem
+    if check.cli is not None:
+        print(f"colabq worker: drives {check.cli.describe()}", file=sys.stderr, flush=True)
+    for warning in check.warnings:
+        print(f"colabq worker: WARNING: {warning}", file=sys.stderr, flush=True)
     if settings.account is None and check.account is not None:
         # The account checked now is the one this worker records on every job it runs: its
         # pool processes fork from here and read it as their setting (one whoami per worker,
@@ -64,6 +70,7 @@ def _publish_card(sender: Any, **_: Any) -> None:
     from worker.deps import build_redis
     from worker.records.fleet import CardKeeper, WorkerCard
     from worker.records.keys import Keys
+    from worker.session.gitroute import reach_of
 
     settings = load_settings()
     gpu_prefix = f"{settings.queue_prefix}gpu."
@@ -72,18 +79,23 @@ def _publish_card(sender: Any, **_: Any) -> None:
     if not queues:
         return  # beat's janitor worker serves no GPU queue: not a worker jobs can go to
     now = time.time()
+    # What its git credentials reach: `colabq submit` refuses an ssh remote no live worker
+    # serving the job's queue can fetch (host names and a flag, never a secret).
+    reach = reach_of(settings.git_credentials_file, settings.git_ssh_key_file)
     card = WorkerCard(
         name=sender.hostname, host=socket.gethostname(),
         gpus=tuple(q.removeprefix(gpu_prefix).upper() for q in queues), queues=queues,
         job_id=None, beat_at=now, started_at=now, account=settings.account or "",
+        git_hosts=reach.hosts, git_ssh_key=reach.ssh_key,
     )  # fmt: skip
 
     def current_job() -> str | None:
         for req in list(state.active_requests):
             if req.task_name == RUN_JOB:
-                return str(req.id).split(".", 1)[0]  # a fallback type's copy: `<job id>.<type>`
+                # The copy's own job: its message's spec says it (a task id may read two ways).
+                return _job_of_message(req.args)
             if req.task_name == ADOPT and req.args:
-                return str(req.args[0])
+                return ids.job_id(req.args[0])
         return None
 
     client = build_redis(settings, retry_s=0)  # a beat skipped in an outage; the card lives on
@@ -162,6 +174,16 @@ def _withdraw_card(**_: Any) -> None:
         _prober.stop()
     if _gate is not None:
         _gate.close()
+
+
+def _job_of_message(args: Any) -> str | None:
+    """The job id a run_job message's spec names, if it is one."""
+    import json
+
+    try:
+        return ids.job_id(json.loads(args[0]).get("job_id"))
+    except (ValueError, TypeError, IndexError, KeyError, AttributeError):
+        return None
 
 
 def orphans_to_adopt(settings: Settings, queues: list[str]) -> list[str]:

@@ -1,16 +1,20 @@
-"""The one settings object of colabq (pydantic-settings, `COLABQ_` prefix, `.env` supported).
+"""The one settings object of colabq (pydantic-settings, `COLABQ_` prefix): the environment over
+the user's settings file and a file named with `--env-file` (dotenv files, each its owner's
+alone: `worker.settingsfiles`), over the defaults.
 
 Built once at an entry point (`load_settings()`), never at import time, and passed down. Every
 invalid value fails at start-up as one `ConfigError` line naming its variable. Secrets are not
 settings values: the Hub token is a 0600 file whose *path* is a setting, read only by the runner
 on the worker host (a submitting machine uses huggingface_hub's own login, `producer/stage.py`).
-The checks of `redis_url`, `redis_master_name` and `key_prefix` are `worker.utils`'s, so that
-`colabq status`, which reads only those three, can read them without this module when nothing
-sets any other setting (`producer.clictx.ledger_address`).
+Redis's logins are the exception every process needs: the URL's, and the sentinels' password (a
+SecretStr: never in a repr). The checks of the settings `colabq status` reads (`redis_url`,
+`redis_master_name`, the sentinels' login, `key_prefix`) are `worker.utils`'s and
+`worker.records.sentinelurl`'s, so that it can read them without this module when nothing sets
+any other setting (`producer.clictx.ledger_address`).
 
 The Hub endpoint of the producer commands (`hub_endpoint()`): `COLABQ_HF_ENDPOINT` (environment
-or `.env`), else `HF_ENDPOINT` from the process environment (the variable huggingface_hub itself
-reads), else huggingface.co.
+or a settings file), else `HF_ENDPOINT` from the process environment (the variable
+huggingface_hub itself reads), else huggingface.co.
 """
 
 from __future__ import annotations
@@ -21,17 +25,21 @@ import re
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 from urllib.parse import urlsplit
 
-from pydantic import Field, ValidationInfo, field_validator
+from pydantic import Field, SecretStr, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from worker.errors import ConfigError
+from worker.settingsfiles import settings_files
 from worker.utils import key_name_problem, redis_master_name_problem, redis_url_problem
 
+if TYPE_CHECKING:
+    from worker.colab.versions import AssignPolicy
+    from worker.records.sentinelurl import SentinelLogin
+
 ENV_PREFIX = "COLABQ_"
-ENV_FILE = ".env"
 ALL_GPUS = ("T4", "L4", "G4", "A100", "H100")  # worker.spec.Gpu's, kept equal by a test
 
 
@@ -86,21 +94,39 @@ def _list_items(value: object, split: Callable[[str], object]) -> object:
 
 class Settings(BaseSettings):
     # No float setting may be NaN or infinite: `gt=0` alone lets `inf` through.
+    # No dotenv file by default (never the current folder's `.env`): `load_settings` passes the
+    # settings files, as pydantic-settings' `_env_file`.
     model_config = SettingsConfigDict(
-        env_prefix=ENV_PREFIX, env_file=ENV_FILE, extra="ignore", frozen=True, allow_inf_nan=False
+        env_prefix=ENV_PREFIX, env_file=None, extra="ignore", frozen=True, allow_inf_nan=False
     )
 
     redis_url: str = "redis://127.0.0.1:6379/0"
     # With a Sentinel redis_url (kombu's form: `sentinel://H1:26379;sentinel://H2:26379/0`), the
     # name of the master its sentinels monitor; required then, and read only then.
     redis_master_name: str | None = Field(default=None, validate_default=True)
+    # With a sentinel:// redis_url, the sentinels' own login: their `requirepass` (or an ACL
+    # user of theirs and its password). The URL's USER:PASSWORD@ is the master's; each side
+    # gets only its own. Read only with a sentinel URL; the password is never printed.
+    redis_sentinel_username: str | None = None
+    redis_sentinel_password: SecretStr | None = Field(default=None, validate_default=True)
     # Every Redis key colabq writes starts with this, so one Redis can host several deployments.
     key_prefix: str = "colabq"
     # Queues are `<queue_prefix>gpu.<type>`: a prefix keeps deployments (or a demo, or a test)
     # sharing one Redis database from taking each other's jobs.
     queue_prefix: str = ""
     colab_bin: str = "colab"
-    colab_version: str = "0.7.4"
+    # A `colab` release colabq does not list (`worker.colab.versions`), exactly as `colab version`
+    # prints it, that an operator runs at their own risk: driven as the newest supported one,
+    # with a warning at worker start, in doctor and in every job's report.
+    colab_unlisted_version: str | None = None
+    # What colabq sets for the CLI (COLAB_CLI_REQUEST_TIMEOUT, COLAB_CLI_ASSIGN_RETRIES,
+    # COLAB_CLI_RETRY_BACKOFF: read by 0.7.5): every backend request's timeout and the
+    # assignment's retries. colabq's own timeout on `colab new` is the worst case these allow,
+    # plus `colab_new_margin_s`, so it kills a `new` only when the CLI hangs.
+    colab_request_timeout_s: float = Field(default=120.0, gt=0)
+    colab_assign_retries: int = Field(default=3, ge=0, le=8)
+    colab_retry_backoff_s: float = Field(default=10.0, ge=0)
+    colab_new_margin_s: float = Field(default=30.0, ge=0)
     # Worker-local state: the CLI's per-slot sessions.json, job work dirs, recovered results.
     # Proven a writable folder by `ensure_state_dir()` where a command first writes it.
     state_dir: Path = Field(default_factory=_default_state_dir)
@@ -110,13 +136,24 @@ class Settings(BaseSettings):
     session_prefix: str = "colabq-"
     hf_token_file: Path | None = None
     # Hub tokens per destination and per submitting user (0600 files `dest/<owner>__<repo>` and
-    # `user/<name>` in this folder): a job's uploads use its destination's, else its user's,
-    # else `hf_token_file` (worker/session/hubtoken.py).
+    # `user/<name>` in this folder), each serving only the users it belongs to: a destination's
+    # (and `hf_token_file`) those listed in the `.users` file beside it, a user's own the places
+    # its whoami can write (worker/people/destinations.py).
     hf_token_dir: Path | None = None
+    # A user's token's whoami (where it may write) is asked of the Hub again after this long.
+    hf_scope_cache_s: float = Field(default=600.0, gt=0)
+    # The folder under which `local:` destinations (rehearsals: the emulated VM writes a folder of
+    # the worker host) and `file://` code snapshots must lie. Unset: anywhere without Redis ACLs,
+    # nowhere under them.
+    local_store_root: Path | None = None
     # Read credentials for the git remotes of `code: git` jobs, in git-credential-store format
     # (`https://USER:TOKEN@HOST`, one per line), a 0600 file: the pre-allocation check fetches
     # with it and the VM gets it as a file, deleted after its fetch (never argv, log or Redis).
     git_credentials_file: Path | None = None
+    # A read-only deploy key (an unencrypted ssh private key, 0600) for `code: git` ssh remotes
+    # whose host no credential above covers: shipped to the VM like the credentials, used with
+    # it alone, deleted after the fetch (worker/session/gitroute.py).
+    git_ssh_key_file: Path | None = None
     poll_interval_s: float = Field(default=2.0, gt=0)
     # The watchdog polls this often (the original used 15 s; each poll may call `colab status`).
     watchdog_poll_s: float = Field(default=15.0, gt=0)
@@ -148,6 +185,9 @@ class Settings(BaseSettings):
     # after this long is sent again, once.
     orphan_grace_s: float = Field(default=90.0, ge=0)
     stranded_grace_s: float = Field(default=600.0, ge=0)
+    # Keys of the Redis database a janitor pass walks (SCAN, from where the last pass stopped)
+    # to find live jobs missing from the index of live jobs (`worker.janitor.reconcile`); 0: off.
+    janitor_reconcile_keys: int = Field(default=20_000, ge=0)
     # A watchdog heartbeat older than this: the watchdog (and its host) is gone. Unset: derived
     # from the watchdog's poll (`worker.janitor.beats`: 3 missed polls + 5 s, at least 10 s).
     watchdog_stale_s: float | None = Field(default=None, gt=0)
@@ -174,6 +214,9 @@ class Settings(BaseSettings):
     # Budget floors per account, JSON (`{"a@example.com": 10}`); an account not named here has
     # `budget_floor_units`.
     budget_floors: dict[str, float] = Field(default_factory=dict)
+    # The time zone (IANA) of the quotas' days, weeks (Monday first) and months: the same on
+    # every host, as the key prefix (`worker.quota.periods`).
+    quota_timezone: str = "UTC"
     # The wrapper on the VM rewrites its heartbeat file this often; a heartbeat older than
     # `vm_heartbeat_stale_s` means nothing runs there any more.
     vm_heartbeat_s: float = Field(default=5.0, gt=0)
@@ -204,6 +247,11 @@ class Settings(BaseSettings):
     tracker_delete_ghosts: bool = False
     # Each tracker call of a worker or a janitor pass gives up after this long.
     tracker_timeout_s: float = Field(default=10.0, gt=0)
+    # `colabq metrics`: label the live jobs' series with their ids too (a series per job: for
+    # telling a crashlooping job apart; off, labels are bounded: GPU, account, user, state).
+    metrics_job_labels: bool = False
+    # `colabq metrics` reads every live job again this often (it follows the event log between).
+    metrics_resync_s: float = Field(default=300.0, gt=0)
 
     @field_validator("redis_url")
     @classmethod
@@ -221,6 +269,38 @@ class Settings(BaseSettings):
             raise ValueError(problem)  # (an invalid redis_url is reported as itself)
         return v
 
+    @field_validator("colab_unlisted_version")
+    @classmethod
+    def _unlisted_version(cls, v: str | None) -> str | None:
+        from worker.colab.versions import version_problem
+
+        if not v or not v.strip():
+            return None  # empty: unset
+        if problem := version_problem(v.strip()):
+            raise ValueError(problem)
+        return v.strip()
+
+    @field_validator("redis_sentinel_username")
+    @classmethod
+    def _sentinel_username(cls, v: str | None) -> str | None:
+        from worker.records.sentinelurl import sentinel_username_problem
+
+        v = (v or "").strip() or None  # empty is unset
+        if problem := sentinel_username_problem(v):
+            raise ValueError(problem)
+        return v
+
+    @field_validator("redis_sentinel_password")
+    @classmethod
+    def _sentinel_password(cls, v: SecretStr | None, info: ValidationInfo) -> SecretStr | None:
+        from worker.records.sentinelurl import sentinel_password_problem
+
+        password = v.get_secret_value() if v is not None else ""
+        username = info.data.get("redis_sentinel_username")
+        if problem := sentinel_password_problem(username, password or None):
+            raise ValueError(problem)
+        return v if password else None  # empty is unset
+
     @field_validator("account")
     @classmethod
     def _account(cls, v: str | None) -> str | None:
@@ -236,6 +316,14 @@ class Settings(BaseSettings):
         if any(floor < 0 for floor in v.values()):
             raise ValueError('a floor is negative; write {"ACCOUNT": UNITS} with UNITS >= 0')
         return {account_name(k): float(floor) for k, floor in v.items()}
+
+    @field_validator("quota_timezone")
+    @classmethod
+    def _zone(cls, v: str) -> str:
+        from worker.quota.periods import zone
+
+        zone(v)
+        return v
 
     @field_validator("session_prefix")
     @classmethod
@@ -261,7 +349,11 @@ class Settings(BaseSettings):
         return v
 
     @field_validator(
-        "hf_token_file", "mlflow_token_file", "wandb_api_key_file", "git_credentials_file"
+        "hf_token_file",
+        "mlflow_token_file",
+        "wandb_api_key_file",
+        "git_credentials_file",
+        "git_ssh_key_file",
     )
     @classmethod
     def _secret_file(cls, v: Path | None) -> Path | None:
@@ -274,6 +366,15 @@ class Settings(BaseSettings):
     def _secret_dir(cls, v: Path | None) -> Path | None:
         if v is not None and v.exists() and not v.is_dir():
             raise ValueError(f"{v} is a file; name the folder that holds dest/ and user/")
+        return v
+
+    @field_validator("local_store_root")
+    @classmethod
+    def _store_root(cls, v: Path | None) -> Path | None:
+        if v is None or not str(v).strip():
+            return None  # empty: unset
+        if not v.is_absolute() or (v.exists() and not v.is_dir()):
+            raise ValueError(f"{v} must be an absolute path to a folder")
         return v
 
     @field_validator("worker_gpus", mode="before")
@@ -313,13 +414,31 @@ class Settings(BaseSettings):
                 raise ValueError(str(exc)) from None
         return windows
 
+    def assign_policy(self) -> AssignPolicy:
+        """What the driver sets for the CLI's assignment (`worker.colab.versions`)."""
+        from worker.colab.versions import AssignPolicy
+
+        return AssignPolicy(
+            self.colab_request_timeout_s, self.colab_assign_retries, self.colab_retry_backoff_s
+        )
+
+    def sentinel_login(self) -> SentinelLogin:
+        """How to log in to the sentinels of a sentinel:// redis_url (not the master)."""
+        from worker.records.sentinelurl import SentinelLogin
+
+        password = self.redis_sentinel_password
+        return SentinelLogin(
+            self.redis_sentinel_username, password.get_secret_value() if password else None
+        )
+
     def budget_floor_for(self, account: str | None) -> float:
         """The balance at or below which `account`'s worker allocates nothing."""
         return self.budget_floors.get(account or "", self.budget_floor_units)
 
     def hub_endpoint(self) -> str | None:
         """The Hub the producer commands talk to: COLABQ_HF_ENDPOINT, else HF_ENDPOINT as
-        huggingface_hub reads it (the process environment, not .env), else None: huggingface.co.
+        huggingface_hub reads it (the process environment, not a settings file), else None:
+        huggingface.co.
         Passed explicitly, so a client imported before HF_ENDPOINT was set still obeys it."""
         if self.hf_endpoint:
             return self.hf_endpoint
@@ -360,12 +479,14 @@ def _why(msg: str) -> str:
 
 
 def load_settings(**overrides: object) -> Settings:
-    """Build the settings at an entry point; an invalid value becomes one ConfigError line."""
+    """Build the settings at an entry point, from the environment and the settings files; an
+    invalid value, or a settings file others can read, becomes one ConfigError line."""
     from pydantic import ValidationError
     from pydantic_settings import SettingsError
 
+    files = settings_files()
     try:
-        return Settings(**overrides)  # type: ignore[arg-type]
+        return Settings(_env_file=files or None, **overrides)  # type: ignore[arg-type]
     except ValidationError as exc:
         err = exc.errors()[0]
         field = str(err["loc"][0]) if err["loc"] else "?"
@@ -375,6 +496,7 @@ def load_settings(**overrides: object) -> Settings:
         cause = f" ({exc.__cause__})" if exc.__cause__ else ""
         raise _invalid(found[1] if found else "?", f"cannot be read{cause}") from None
     except OSError as exc:
+        where = ", ".join(map(str, files))
         raise ConfigError(
-            f"Cannot read the settings file {ENV_FILE} ({exc.strerror}): fix its permissions."
+            f"Cannot read the settings file {where} ({exc.strerror}): fix its permissions."
         ) from None

@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from worker.errors import SpecError
+from worker.records import ids
 
 # Re-exported: the limits' arithmetic lives in `worker.timelimit` (free of pydantic).
 from worker.timelimit import KILL_AFTER_S as KILL_AFTER_S
@@ -30,8 +31,6 @@ MIN_WALL_S = 5 * 60
 DEFAULT_CAPACITY_WAIT_S = 2 * 3600.0
 MAX_CAPACITY_WAIT_S = 7 * 24 * 3600.0
 RUN_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
-# A job id: 16 hex digits (at least 8 letters or digits), then `.<owner>` under Redis ACLs.
-JOB_ID_PATTERN = r"^[a-z0-9]{8,40}(\.[a-z0-9][a-z0-9_-]{0,31})?$"
 _INPUT_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _REMOTE_SCHEMES = ("hf://", "gs://", "https://")
 
@@ -158,7 +157,7 @@ class JobSpec(BaseModel):
 
     schema_version: Literal[1] = SCHEMA_VERSION
     # 16 hex digits, then `.<owner>` under Redis ACLs (`worker.people`).
-    job_id: str = Field(pattern=JOB_ID_PATTERN)
+    job_id: str = Field(pattern=rf"^{ids.JOB_ID.pattern}$")
     idempotency_key: str = Field(min_length=1, max_length=200)
     run_name: str = Field(min_length=1, max_length=96, pattern=RUN_NAME_PATTERN)
     commit: str = Field(default="", max_length=64)
@@ -275,10 +274,36 @@ class JobSpec(BaseModel):
             raise ValueError("commit must be code.commit (the commit the VM runs)")
         return self
 
+    @model_validator(mode="after")
+    def _no_nul(self) -> JobSpec:
+        # No argv, environment or path carries a NUL: refused here rather than by the launch cell
+        # on an allocated VM. The script travels as a file, which may hold one.
+        if where := nul_at(self.model_dump(exclude={"script"})):
+            raise ValueError(f"{where} holds a NUL character, which cannot reach the VM: remove it")
+        return self
+
     @property
     def gpus(self) -> tuple[Gpu, ...]:
         """Every GPU type the job may run on, the first choice first."""
         return (self.gpu, *self.gpu_fallback)
+
+
+def nul_at(value: object, where: str = "") -> str | None:
+    """The dotted name of the first string (or key) in `value` that holds a NUL, or None."""
+    if isinstance(value, str):
+        return (where or "value") if "\x00" in value else None
+    items: list[tuple[object, object]] = []
+    if isinstance(value, dict):
+        items = list(value.items())
+    elif isinstance(value, list | tuple):
+        items = list(enumerate(value))
+    for key, item in items:
+        name = f"{where}.{key}" if where else str(key)
+        if isinstance(key, str) and "\x00" in key:
+            return name
+        if found := nul_at(item, name):
+            return found
+    return None
 
 
 def uri_problem(uri: str) -> str | None:

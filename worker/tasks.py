@@ -26,8 +26,11 @@ from worker.fleet.causes import Cause
 from worker.fleet.hooks import FleetHooks, build_fleet_hooks
 from worker.fleet.putback import Attempt, give_back_host
 from worker.people.owners import owner_of
+from worker.records import ids
 from worker.records.claim import Claim, claim_and_start
 from worker.records.ledger import Ledger
+from worker.records.record import DamagedRecord
+from worker.records.vms import NotTheJobsVm
 from worker.session.job import Claimed
 from worker.session.jobfiles import JobFiles
 from worker.session.owner import adopt_job, host_id, own_job
@@ -80,7 +83,7 @@ def execute_job(
     got = claim_and_start(
         ledger, spec.job_id, owner, ttl_s=settings.lease_ttl_s, worker=worker_name,
         owner_host=host_id(settings), nonce=claimed.nonce, wall_deadline_at=claimed.deadline_at,
-        payload=payload,
+        payload=payload, account=settings.account or "",
     )  # fmt: skip
     if got.claim is Claim.MISSING:
         return {"state": "refused", "reason": "no ledger record for this job"}
@@ -90,8 +93,11 @@ def execute_job(
     if got.state in TERMINAL:
         return {"state": got.detail, "reason": "already terminal"}
     if got.claim is Claim.WAITING:
-        # A stale copy of a job waiting for a GPU: its next try sends it again.
-        return {"state": "skipped", "reason": "the job waits for a GPU; its next try is later"}
+        # A job waiting for a GPU, its sweep's cap or a quota: its next try sends it again.
+        return {
+            "state": "skipped",
+            "reason": "the job waits for a GPU, its sweep or a quota; its next try is later",
+        }
     if got.claim is Claim.DRAINED:
         # Taken in the moment between a drain and its cancelled consumer: straight back.
         fleet.resend(spec)
@@ -143,10 +149,10 @@ def _setup_failed(
 def _fail_refused(payload: str, ledger: Ledger, reason: str) -> None:
     """FAILED with `reason`, if the payload names a job the ledger holds as QUEUED."""
     try:
-        job_id = json.loads(payload).get("job_id")
+        job_id = ids.job_id(json.loads(payload).get("job_id"))
     except (ValueError, AttributeError):
         return
-    if not isinstance(job_id, str):
+    if job_id is None:  # not a job id: never a key to write
         return
     try:
         ledger.transition(job_id, JobState.FAILED, owner="", reason=reason[:1000])
@@ -171,16 +177,29 @@ _CELERY_EVENTS = frozenset(
 )
 
 
-def _flower(task: Any) -> StateListener:
-    def to_flower(state: JobState, reason: str) -> None:
+class _Flower:
+    """What Flower shows of a job: its phases, and its progress while it runs."""
+
+    def __init__(self, task: Any) -> None:
+        self.task = task
+
+    def __call__(self, state: JobState, reason: str) -> None:
         # Flower ignores update_state, but a custom task event `task-<name>` becomes the task's
         # state there (celery.events.state upper-cases unknown event types into states). Only
         # the phases on the way are sent: the end is Celery's own SUCCESS or FAILURE.
         if state in TERMINAL or state.value in _CELERY_EVENTS:
             return
-        task.send_event(f"task-{state.value}", job_state=state.value, reason=reason[:300])
+        self.task.send_event(f"task-{state.value}", job_state=state.value, reason=reason[:300])
 
-    return to_flower
+    def progress(self, text: str) -> None:
+        """The run's progress (`worker.progress.words.flower_text`) as the task's `result`,
+        the field Flower's job page shows (Celery's own result replaces it at the end)."""
+        running = JobState.RUNNING.value
+        self.task.send_event(f"task-{running}", job_state=running, result=text[:300])
+
+
+def _flower(task: Any) -> StateListener:
+    return _Flower(task)
 
 
 def _ended(result: dict[str, Any]) -> dict[str, Any]:
@@ -252,6 +271,9 @@ def adopt_task(self: Any, job_id: str) -> dict[str, Any]:
     """A restarted worker takes back a job it owned before it died, and finishes it."""
     from worker.accounts.login import AccountMismatch
 
+    if ids.job_id(job_id) is None:  # a message anyone may push: never a path or a key
+        ids.report("job id", f"the arguments of task {ADOPT}", job_id)
+        return {"state": "refused", "reason": "not a job id"}
     ctx = worker_context()
     hostname = getattr(self.request, "hostname", None) or socket.gethostname()
     try:
@@ -259,7 +281,9 @@ def adopt_task(self: Any, job_id: str) -> dict[str, Any]:
             job_id, ctx.settings, ctx.ledger,
             worker_name=hostname, on_state=_flower(self), beat_ledger=ctx.beat_ledger,
         )  # fmt: skip
-    except AccountMismatch as exc:  # its VM is on another account: that account's hosts' job
+    # Its VM is on another account (that account's hosts' job), or its record names a VM not
+    # its own or cannot be read: nothing is done with it.
+    except (AccountMismatch, NotTheJobsVm, DamagedRecord) as exc:
         log.warning("not adopting %s: %s", job_id, exc.advice())
         return {"state": "skipped", "reason": exc.advice()}
     if outcome is None:

@@ -91,7 +91,7 @@ def redis_master_name_problem(url: str, name: str | None) -> str | None:
     of a sentinel:// URL (required there), and is not read with any other URL."""
     if not url.lower().startswith("sentinel://"):
         return None
-    from worker.records.redisconn import master_name_problem
+    from worker.records.sentinelurl import master_name_problem
 
     return master_name_problem(url, name)
 
@@ -99,9 +99,9 @@ def redis_master_name_problem(url: str, name: str | None) -> str | None:
 def redis_url_problem(url: str) -> str | None:
     """Why `url` is not a Redis URL colabq can use, or None. Parsed as redis-py parses it
     (urllib), but stricter: a port in 1-65535, a database that is a non-negative integer. A
-    Sentinel URL is read as `worker.records.redisconn` reads it."""
+    Sentinel URL is read as `worker.records.sentinelurl` reads it."""
     if url.lower().startswith("sentinel://"):
-        from worker.records.redisconn import sentinel_url_problem
+        from worker.records.sentinelurl import sentinel_url_problem
 
         return sentinel_url_problem(url)
     if not url.startswith(("redis://", "rediss://", "unix://")):

@@ -36,6 +36,9 @@ BENCHES = (
     "sweep_bench",  # a 1,000-job sweep as a command
     "hub_upload_bench",  # a checkpoint to the Hub, against `hf upload`
     "drain_bench",  # F1, F2: a broken host drained, no job lost to it
+    "metrics_bench",  # P11: a `/metrics` scrape at 10k jobs, its round trips and commands
+    "reconcile_bench",  # P12: the janitor's walk over the job records, 100k jobs
+    "quota_bench",  # Q1: what user and account quotas add to a claim
 )
 
 

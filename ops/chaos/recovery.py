@@ -9,9 +9,10 @@ its own, each fault injected the way its integration test does:
   the job, the adopter recovers the results to its own host and releases the VM
   (`tests/integration/test_janitor_retained.py`).
 - `token-expiry`: the emulator's proxy tokens live 6 s (refresh margin 2 s) under jobs running
-  several lifetimes, one of them with its attach client killed and the next attach reaching the
-  proxy after its token expired (401, the record pruned: `tests/integration/test_token_expiry.py`):
-  SUCCEEDED with every line once, on one assignment.
+  several lifetimes (each attach client cut off when its token expires, and replaced), one of
+  them with its attach client killed and the next attach reaching the proxy after its token
+  expired (401, the record pruned: `tests/integration/test_token_expiry.py`): SUCCEEDED with
+  every line once, on one assignment.
 """
 
 from __future__ import annotations
@@ -33,8 +34,9 @@ Result = tuple[set[str], str, list[str]]
 TOKEN_ENV = {
     "COLAB_EMU_TOKEN_LIFETIME_S": "6",
     "COLAB_EMU_TOKEN_REFRESH_MARGIN_S": "2",
-    # The delayed attach receives nothing for a while: not a dropped connection.
-    "COLABQ_ATTACH_STALL_S": "30",
+    # The delayed attach receives nothing for 6.5 s: not a dropped connection (a client cut off
+    # by its token's expiry is replaced after this long).
+    "COLABQ_ATTACH_STALL_S": "12",
 }
 # A failed recovery is tried again after 1, 2, 2 ... s; nobody but colabq stops the VM.
 RETAINED_ENV = {"COLABQ_REATTACH_BACKOFF_MAX_S": "2", "COLABQ_RELEASE_HOLD_S": "600"}
@@ -121,7 +123,7 @@ def token_expiry(g: Group) -> Result:
     notes = []
     if wait_until(lambda: "line-30" in g.fleet.output(j.job_id), POINT_TIMEOUT_S):
         # The next attach reaches the proxy only after its token expired: 401, record pruned.
-        fault(g, "exec", delay_s=7, times=1)
+        fault(g, "exec", delay_s=6.5, times=1)
         for p in find(Target.ATTACH_CLIENT, g.fleet.job_dir(j.job_id), g.fleet.proc.pid):
             with suppress(ProcessLookupError):
                 os.killpg(p.pid, signal.SIGKILL)

@@ -18,6 +18,7 @@ from .backend import Backend
 from .cmd_session import hardware_request
 from .context import build_context, emu_home_from, time_scale_from
 from .faults import FaultError, clear_faults, list_faults, set_fault
+from .image import reach
 from .jsonfile import read_json
 from .nvidia_smi import cuda_version_problem
 from .session_ops import describe
@@ -84,6 +85,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     sub.add_parser(
         "kill-all", help="unassign every VM and kill every emulator process of this home"
+    )
+    sub.add_parser(
+        "reach",
+        help="where this home's VMs go so that the job's user reaches them; exit 1 and one line "
+        "when nowhere can",
     )
     return parser
 
@@ -206,6 +212,12 @@ def main(argv: list[str] | None = None) -> int:
         backend.set_account(args.email)
     elif args.cmd == "set-latest-version":
         backend.set_latest_version(args.version)
+    elif args.cmd == "reach":
+        where = reach(home)
+        if where.problem is not None:
+            print(f"colab-emu: {where.problem}", file=sys.stderr)
+            return 1
+        print(where.shared or home / "vms")
     elif args.cmd == "kill-all":
         for assignment in backend.list_assignments():
             backend.unassign(assignment["endpoint"])

@@ -115,9 +115,11 @@ class Backend:
         environ: Mapping[str, str],
         *,
         requested: str | None = None,
+        nbh: str | None = None,
     ) -> dict[str, Any]:
         """Publish a new assignment of `accelerator` (the one served; `requested` if another
-        was asked for) and boot its VM (folder, GPU and runtime server)."""
+        was asked for) and boot its VM (folder, GPU and runtime server). `nbh` is the notebook
+        hash of the request: a GET of the same hash finds the assignment (`by_notebook`)."""
         endpoint = f"{ENDPOINT_PREFIX[variant]}-{random_hex(10)}"
         now = self.clock()
         assignment = {
@@ -133,6 +135,8 @@ class Backend:
         }
         if requested is not None and requested != accelerator:
             assignment["requested_accelerator"] = requested
+        if nbh is not None:
+            assignment["nbh"] = nbh
         with locked(self.lock_path):
             state = self._load()
             self._settle(state, now)
@@ -146,6 +150,11 @@ class Backend:
         with locked(self.lock_path, shared=True):
             state = self._load()
         return sorted(state["assignments"].values(), key=_ts)
+
+    def by_notebook(self, nbh: str) -> dict[str, Any] | None:
+        """The live assignment made for notebook hash `nbh` (what `GET /tun/m/assign` answers
+        with when the notebook is assigned already), or None."""
+        return next((a for a in self.list_assignments() if a.get("nbh") == nbh), None)
 
     def get(self, endpoint: str) -> dict[str, Any] | None:
         with locked(self.lock_path, shared=True):

@@ -13,7 +13,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from . import CLI_VERSION
 from .cmd_account import cmd_whoami
 from .cmd_exec import cmd_exec
 from .cmd_files import cmd_download, cmd_ls, cmd_rm, cmd_upload
@@ -37,6 +36,7 @@ from .parsing import (
     print_command_help,
     print_root_help,
 )
+from .release import ReleaseError, release_from
 from .store import load_settings, save_settings
 
 Handler = Callable[[EmuContext, dict[str, Any]], int]
@@ -86,17 +86,18 @@ def maybe_print_banner(ctx: EmuContext) -> None:
     from .backend import Backend
 
     latest = Backend(ctx.emu_home).latest_version()
+    current = release_from(ctx.environ).version
 
     def remember(settings: dict[str, Any]) -> None:
         settings.setdefault("update_url", UPDATE_URL)
         settings.setdefault("enable_update_check", True)
         settings["last_check"] = time.time()
-        settings["latest_version"] = latest or CLI_VERSION
+        settings["latest_version"] = latest or current
 
     save_settings(ctx, remember)
-    if latest and _version_tuple(latest) > _version_tuple(CLI_VERSION):
+    if latest and _version_tuple(latest) > _version_tuple(current):
         echo("")
-        echo(f"[colab] A new version of Colab CLI is available: {latest} (current: {CLI_VERSION})")
+        echo(f"[colab] A new version of Colab CLI is available: {latest} (current: {current})")
         echo("[colab] Run 'colab update' to update.")
         echo(
             '[colab] To silence this check, set "enable_update_check": false in '
@@ -147,6 +148,11 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, signal.default_int_handler)
     args = sys.argv[1:] if argv is None else argv
     standard = build_context(os.environ).standard_traceback
+    try:
+        release_from(os.environ)
+    except ReleaseError as exc:
+        echo(f"[colab-emulator] {exc}", err=True)
+        return 2
     try:
         return _dispatch(args)
     except CliExit as exc:

@@ -5,9 +5,11 @@ The client only tails the job's output files, so killing it leaves the remote co
 remote code; only CLI errors (1/2) and transport failures (TimeoutError, RuntimeError) do.
 
 Like the real client (jupyter-kernel-client 0.9.0 under the CLI), a client whose connection is
-gone (the VM unassigned or preempted, or its websocket dropped by `colab-emu drop-connections`)
-does not fail at once: it waits for its `--timeout` deadline, then raises. Ending past the
-deadline costs 10 s more (the real client's `Failed to stop websocket connection thread.`). Its
+gone (the VM unassigned or preempted, its websocket dropped by `colab-emu drop-connections`, or
+closed by the proxy when the token it connected with expires: `tokens.py`) does not fail at
+once: it waits for its `--timeout` deadline, then raises. Ending past the deadline costs 10 s
+more (the real client's `Failed to stop websocket connection thread.`), except after the
+proxy's close, which ended that thread already. Its
 `finally` writes back the record it read at the start (`store.add`), so an exec that outlives
 its session re-creates the record.
 
@@ -33,7 +35,7 @@ from .jsonfile import read_json, write_json
 from .output import echo, write_bytes
 from .session_ops import backend_for, get_session, prune, resolve_session, store_for
 from .store import local_time_str, log_debug, record_history
-from .tokens import proxy_rejects
+from .tokens import proxy_rejects, token_expiry
 from .vm import MARK_VAR, connection_generation, mark_for, spawn_detached, vm_paths
 
 ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -57,6 +59,16 @@ EXIT_DELAY_S = 10.0
 EXIT_DELAY_LOG = "Failed to stop websocket connection thread."
 TIMEOUT_MESSAGE = "Timeout waiting for reply"
 LOST_MESSAGE = "Connection was lost."
+TOKEN_CLOSE = "proxy token expired"
+
+
+class ProxyClosed(RuntimeError):
+    """`RuntimeError: Connection was lost.` after the proxy closed the websocket (its token
+    expired): printed as the builtin, told apart only for the exit delay."""
+
+
+ProxyClosed.__module__ = "builtins"
+ProxyClosed.__name__ = ProxyClosed.__qualname__ = "RuntimeError"
 
 
 def parse_envs(values: list[str]) -> dict[str, str]:
@@ -121,12 +133,14 @@ def run_on_kernel(
     envs: dict[str, str],
     deadline: float,
     fault: dict[str, Any],
+    token_expires_epoch: float = float("inf"),
 ) -> list[dict[str, str]]:
     """Submit `code` to the VM's kernel and stream its output until it is done.
 
     A VM that goes away, or a dropped connection, ends the streaming; the client then waits for
-    its deadline and raises RuntimeError (or TimeoutError with `on_lost: "timeout"`). A kernel
-    that dies (kill-kernel, restart-kernel) never replies: TimeoutError at the deadline.
+    its deadline and raises RuntimeError (or TimeoutError with `on_lost: "timeout"`). So does
+    the proxy's close at `token_expires_epoch` (ProxyClosed). A kernel that dies (kill-kernel,
+    restart-kernel) never replies: TimeoutError at the deadline.
     """
     if fault.get("hang"):
         _wait_until(deadline)
@@ -170,6 +184,11 @@ def run_on_kernel(
             if connection_generation(ctx.emu_home, endpoint) != generation:
                 log_debug(ctx, f"websocket to {endpoint} closed: connection dropped")
                 raise connection_lost(deadline, fault)
+            if time.time() >= token_expires_epoch:
+                # What the kernel writes from now on never reaches this client.
+                log_debug(ctx, f"websocket to {endpoint} closed by the proxy: {TOKEN_CLOSE}")
+                _wait_until(deadline)
+                raise ProxyClosed(LOST_MESSAGE)
             drain()
             if status_path.exists():
                 drain()
@@ -205,6 +224,7 @@ def cmd_exec(ctx: EmuContext, opts: dict[str, Any]) -> int:
     apply_delay({"delay_s": fault.get("delay_s", 0)})
     store = store_for(ctx)
     expired = proxy_rejects(backend_for(ctx), record, ctx.environ)
+    token_expires = token_expiry(backend_for(ctx), record, ctx.environ) or float("inf")
     if expired:
         log_debug(ctx, f"GET {record['url']}/api/kernels -> 401 (proxy token expired)")
     if fault.get("lost") or expired or backend_for(ctx).get(record["endpoint"]) is None:
@@ -224,15 +244,21 @@ def cmd_exec(ctx: EmuContext, opts: dict[str, Any]) -> int:
     record["last_execution"] = [source, None, local_time_str()]
     store.add(record)
     deadline = time.monotonic() + opts.get("timeout", 30.0)
+    closed = False
     try:
-        outputs = run_on_kernel(ctx, record["endpoint"], full_code, envs, deadline, fault)
+        outputs = run_on_kernel(
+            ctx, record["endpoint"], full_code, envs, deadline, fault, token_expires
+        )
         record_history(
             ctx, name, "execution", code=full_code, outputs=outputs, cell_index=None, cell_id=None
         )
+    except ProxyClosed:
+        closed = True  # its websocket thread ended with the close: nothing to fail to stop
+        raise
     finally:
         record["running"] = None
         store.add(record)
-        if time.monotonic() >= deadline:
+        if time.monotonic() >= deadline and not closed:
             log_debug(ctx, EXIT_DELAY_LOG)
             time.sleep(EXIT_DELAY_S)
         linger(ctx, fault)

@@ -7,12 +7,13 @@ import signal
 import sys
 from typing import Any
 
-from . import CLI_VERSION
+from .assign import Refused, request_assignment
 from .context import EmuContext
 from .errors import COLAB_BASE, AuthRefreshExit, CliExit, RequestsHTTPError, http_error
 from .faults import apply_delay, take_fault
 from .ids import random_hex, random_uuid
 from .output import echo
+from .release import release_from
 from .session_ops import (
     authenticate,
     backend_for,
@@ -53,6 +54,26 @@ def _die(point: str, fault: dict[str, Any]) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
+def _refused(status: int, accelerator: str) -> CliExit:
+    """412 (TooManyAssignmentsError) and 400 for an accelerator: `new`'s friendly lines."""
+    if status == 412:
+        echo(REFUSED_412, err=True)
+    else:
+        echo(
+            f"[colab] Backend rejected accelerator '{accelerator}'. You may not have quota or "
+            "entitlement for this accelerator on your account. Try a different one (e.g. --gpu T4) "
+            "or omit --gpu/--tpu for a CPU runtime.",
+            err=True,
+        )
+    return CliExit(1)
+
+
+def _stall(point: str, fault: dict[str, Any]) -> None:
+    """`stall_at`: the fault's delay (or hang) happens here instead of before the request."""
+    if fault.get("stall_at") == point:
+        apply_delay(fault)
+
+
 def cmd_new(ctx: EmuContext, opts: dict[str, Any]) -> int:
     name = opts.get("session") or random_hex(6)
     fault = take_fault(ctx.emu_home, "new", name)
@@ -68,37 +89,36 @@ def cmd_new(ctx: EmuContext, opts: dict[str, Any]) -> int:
         else:
             machine_shape = "HIGH_RAM"
     authenticate(ctx, name)
-    apply_delay(fault)
-    query = f"nbh={random_uuid()}&variant={variant}"
+    if not fault.get("stall_at"):
+        apply_delay(fault)
+    query = f"variant={variant}"
     if accelerator != "NONE":
         query += f"&accelerator={accelerator}"
     if machine_shape == "HIGH_RAM":
         query += "&shape=hm"
-    url = f"{COLAB_BASE}/tun/m/assign?{query}&authuser=0"
     status = fault.get("http")
-    if status == 412:
-        echo(REFUSED_412, err=True)
-        raise CliExit(1)
-    if status == 400 and accelerator != "NONE":
-        echo(
-            f"[colab] Backend rejected accelerator '{accelerator}'. You may not have quota or "
-            "entitlement for this accelerator on your account. Try a different one (e.g. --gpu T4) "
-            "or omit --gpu/--tpu for a CPU runtime.",
-            err=True,
-        )
-        raise CliExit(1)
+    if status in (412, 400) and (status == 412 or accelerator != "NONE"):
+        raise _refused(status, accelerator)
     if status is not None:
+        url = f"{COLAB_BASE}/tun/m/assign?nbh={random_uuid()}&{query}&authuser=0"
         raise http_error("POST" if status == 400 else "GET", url, status)
     # `serve_gpu`: the server gives a GPU request another GPU than asked (Colab may).
     served = fault.get("serve_gpu") if variant == "GPU" else None
-    assignment = backend_for(ctx).assign(
-        variant, served or accelerator, machine_shape, ctx.environ, requested=accelerator
-    )
-    log_debug(ctx, f"POST {url} -> 200 {assignment}")
+    try:
+        assignment = request_assignment(
+            ctx, name, query, (variant, accelerator, machine_shape), served
+        )
+    except Refused as refusal:
+        if refusal.status == 400 and accelerator == "NONE":
+            url = f"{COLAB_BASE}/tun/m/assign?{query}&authuser=0"
+            raise http_error("POST", url, 400) from None
+        raise _refused(refusal.status, accelerator) from None
     _die("assign", fault)
+    _stall("assign", fault)
     store_for(ctx).add(new_record(name, assignment, accelerator))
     record_history(ctx, name, "session_created", endpoint=assignment["endpoint"])
     _die("state", fault)
+    _stall("state", fault)
     echo("[colab] Session READY.")
     return 0
 
@@ -230,5 +250,5 @@ def cmd_usage(ctx: EmuContext, opts: dict[str, Any]) -> int:
 
 
 def cmd_version(ctx: EmuContext, opts: dict[str, Any]) -> int:
-    echo(f"Version: {CLI_VERSION}")
+    echo(f"Version: {release_from(ctx.environ).version}")
     return 0

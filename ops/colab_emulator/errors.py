@@ -55,6 +55,24 @@ RequestsHTTPError.__name__ = "HTTPError"
 RequestsHTTPError.__qualname__ = "HTTPError"
 
 
+class RequestsReadTimeout(Exception):
+    """`requests.exceptions.ReadTimeout`: a backend request got no answer within its timeout."""
+
+
+RequestsReadTimeout.__module__ = "requests.exceptions"
+RequestsReadTimeout.__name__ = "ReadTimeout"
+RequestsReadTimeout.__qualname__ = "ReadTimeout"
+
+
+def read_timeout(timeout_s: float) -> RequestsReadTimeout:
+    """What requests raises when the backend does not answer within `timeout_s` (shown as the
+    caller gave it: google-auth's int 120, or the float of COLAB_CLI_REQUEST_TIMEOUT)."""
+    return RequestsReadTimeout(
+        "HTTPSConnectionPool(host='colab.research.google.com', port=443): Read timed out. "
+        f"(read timeout={timeout_s})"
+    )
+
+
 class DefaultCredentialsError(Exception):
     pass
 

@@ -23,14 +23,16 @@ COMMON_FIELDS = ("delay_s", "hang", "times", "match_session", "match_home")
 HTTP_COMMANDS = ("status", "sessions", "usage", "stop")
 FILE_COMMANDS = ("upload", "download", "ls", "rm")
 COMMAND_FIELDS: dict[str, tuple[str, ...]] = {
-    "new": ("http", "kill_after", "serve_gpu"),
+    "new": ("http", "kill_after", "serve_gpu", "stall_at"),
+    # One application per assignment POST of `new` (0.7.5 may send several): see assign.py.
+    "assign": ("http", "assigned"),
     **{name: ("http",) for name in HTTP_COMMANDS},
     **{name: ("fail",) for name in FILE_COMMANDS},
     "exec": ("lost", "on_lost", "linger_s"),
     "restart-kernel": (),
     "auth": ("fail", "mode"),
 }
-KILL_POINTS = ("assign", "state")
+KILL_POINTS = ("assign", "state")  # also where `stall_at` puts a `new` fault's delay
 AUTH_MODES = ("missing", "refresh", "http")
 ON_LOST = ("error", "timeout")
 SERVED_GPUS = ("T4", "L4", "G4", "A100", "H100")
@@ -45,11 +47,12 @@ def _paths(home: Path | str) -> tuple[Path, Path]:
     return base / FILE_NAME, base / (FILE_NAME + ".lock")
 
 
-def _check_http(value: Any) -> None:
-    if value == "network":
+def _check_http(value: Any, command: str) -> None:
+    if value == "network" or (value == "timeout" and command == "assign"):
         return
     if isinstance(value, bool) or not isinstance(value, int) or not 400 <= value <= 599:
-        raise FaultError(f"http must be an HTTP error status (400-599) or 'network', not {value!r}")
+        extra = ", 'network' or 'timeout'" if command == "assign" else " or 'network'"
+        raise FaultError(f"http must be an HTTP error status (400-599){extra}, not {value!r}")
 
 
 def validate(command: str, fields: dict[str, Any]) -> dict[str, Any]:
@@ -64,7 +67,7 @@ def validate(command: str, fields: dict[str, Any]) -> dict[str, Any]:
             isinstance(value, bool) or not isinstance(value, int | float) or value < 0
         ):
             raise FaultError(f"{key} must be a number >= 0")
-        if key in ("hang", "lost") and not isinstance(value, bool):
+        if key in ("hang", "lost", "assigned") and not isinstance(value, bool):
             raise FaultError(f"{key} must be true or false")
         if key == "times" and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
             raise FaultError("times must be an integer >= 1")
@@ -73,9 +76,9 @@ def validate(command: str, fields: dict[str, Any]) -> dict[str, Any]:
         if key == "match_home" and not (isinstance(value, str) and value.startswith("/")):
             raise FaultError("match_home must be an absolute path (a machine's HOME)")
         if key == "http":
-            _check_http(value)
-        if key == "kill_after" and value not in KILL_POINTS:
-            raise FaultError(f"kill_after must be one of {KILL_POINTS}")
+            _check_http(value, command)
+        if key in ("kill_after", "stall_at") and value not in KILL_POINTS:
+            raise FaultError(f"{key} must be one of {KILL_POINTS}")
         if key == "fail" and command != "auth" and not isinstance(value, str):
             raise FaultError("fail must be the failure message")
         if key == "fail" and command == "auth" and not isinstance(value, bool | str):

@@ -142,17 +142,28 @@ def record_history(ctx: EmuContext, name: str, event_type: str, **fields: Any) -
         fh.write(json.dumps(event) + "\n")
 
 
-def log_debug(ctx: EmuContext, message: str) -> None:
-    """Append to `colab.log` (and stderr with `--logtostderr`), like the CLI's root logger."""
-    line = (
-        f"{datetime.now().isoformat(sep=' ', timespec='milliseconds')} DEBUG colab_cli: {message}"
-    )
+def _append_log(ctx: EmuContext, line: str) -> None:
     ctx.cli_dir.mkdir(parents=True, exist_ok=True)
     with open(ctx.log_path, "a", encoding="utf-8") as fh:
         fh.write(line + "\n")
     if ctx.log_to_stderr:
         sys.stderr.write(line + "\n")
         sys.stderr.flush()
+
+
+def log_debug(ctx: EmuContext, message: str) -> None:
+    """Append to `colab.log` (and stderr with `--logtostderr`), like the CLI's root logger."""
+    stamp = datetime.now().isoformat(sep=" ", timespec="milliseconds")
+    _append_log(ctx, f"{stamp} DEBUG colab_cli: {message}")
+
+
+def log_record(ctx: EmuContext, logger: str, level: str, message: str) -> None:
+    """One line in the real CLI's logging format (common.setup_logging:
+    `%(asctime)s - %(name)s - %(levelname)s - %(message)s`), for the lines a caller may read,
+    e.g. 0.7.5's retry warning."""
+    now = datetime.now()
+    stamp = now.strftime("%Y-%m-%d %H:%M:%S") + f",{now.microsecond // 1000:03d}"
+    _append_log(ctx, f"{stamp} - {logger} - {level} - {message}")
 
 
 def load_settings(ctx: EmuContext) -> dict[str, Any]:

@@ -13,7 +13,14 @@ the proxy), the emulator decides this way, so that colabq can be tried against i
 - The runtime proxy (exec's connection and its `/content` prelude, upload, download, ls, rm,
   restart-kernel) answers **401** to a token that expired or was never issued: exec then takes the
   CLI's `appears to be lost (404/401). Cleaning up.` path and prunes the record of a live VM.
-- A connection already open is not cut when its token expires: an attached exec streams on.
+- A connection outlives its token by nothing: when the token an exec connected with expires,
+  the proxy closes its websocket (`cmd_exec`). What the real client (jupyter-kernel-client 0.9.0,
+  `execute_interactive`) then does: the close only clears `connection_ready`; the loop, asleep
+  on `_message_received.wait(timeout)`, is not woken, so it receives nothing more and waits for
+  its `--timeout` deadline, then raises `RuntimeError: Connection was lost.` (exit 1). The cell
+  goes on in the kernel. The websocket thread ended with the close, so there is no 10 s exit
+  delay. (Had output been arriving at the very moment of the close, the loop would be awake
+  and raise at once: a race of milliseconds the emulator does not reproduce.)
 
 Server state: `token` (the current one), `token_expires_epoch`, and `previous_tokens`
 (`{token: expires_epoch}`, the earlier ones still valid) in each assignment of `server.json`.
@@ -91,14 +98,24 @@ def list_renewed(
     return backend.list_assignments()
 
 
-def proxy_rejects(backend: Backend, record: Mapping[str, Any], environ: Mapping[str, str]) -> bool:
-    """True when the runtime proxy would answer 401 to the record's token (expired, or never
-    issued for this VM). False for a VM that is gone: that is the proxy's 404, not this."""
+def token_expiry(
+    backend: Backend, record: Mapping[str, Any], environ: Mapping[str, str]
+) -> float | None:
+    """When the record's token expires (epoch), as the server issued it; None for a token it
+    never issued for this VM, or a VM that is gone."""
     assignment = backend.get(str(record.get("endpoint", "")))
     if assignment is None:
-        return False
-    now = time.time()
+        return None
     valid = dict(assignment.get("previous_tokens") or {})
     valid[assignment["token"]] = expires_epoch(assignment, lifetime_s(environ))
     expires = valid.get(str(record.get("token", "")))
-    return expires is None or now >= float(expires)
+    return None if expires is None else float(expires)
+
+
+def proxy_rejects(backend: Backend, record: Mapping[str, Any], environ: Mapping[str, str]) -> bool:
+    """True when the runtime proxy would answer 401 to the record's token (expired, or never
+    issued for this VM). False for a VM that is gone: that is the proxy's 404, not this."""
+    if backend.get(str(record.get("endpoint", ""))) is None:
+        return False
+    expires = token_expiry(backend, record, environ)
+    return expires is None or time.time() >= expires

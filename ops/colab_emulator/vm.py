@@ -5,32 +5,28 @@ that belongs to a VM carries `COLAB_EMU_VM_MARK=<emu home>::<endpoint>` in its e
 is how unassign finds and kills them all, including children that left the kernel's process
 group (Linux `/proc`). Released VMs are moved to `released/<endpoint>/` for post-mortems.
 A GPU VM also gets its GPU (`gpu.json`) and an `nvidia-smi` in its `/opt/bin` (nvidia_smi.py).
-Every VM gets `uv` in its `/opt/bin`, as Colab's image has it: the host's (the one beside the
-emulator's Python, else the one on PATH), linked, not copied.
+Every VM gets `uv` in its `/opt/bin`, as Colab's image has it.
 
-Every user can reach a VM's folder, as every user of a VM can reach its `/`: run as root, a VM's
-wrapper runs the job as an unprivileged user. When the emulator home lies below a folder others
-cannot search (pytest's temporary folders), the VM's folder is made in a world-searchable one
-under the system's temporary folder (`colab-emu-vms/`), `vms/<endpoint>` links to it, and the
-release moves it back (`place_reachable`). The kernel's own folder stays root's (0700).
+Every user can reach a VM's folder and run its tools, as every user of a VM can: run as root, a
+VM's wrapper runs the job as an unprivileged user. Where the folder and the tools go so that
+they can (never a link into a folder that user cannot enter) is image.py's; the kernel's own
+folder stays root's (0700).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import shlex
 import shutil
 import signal
-import stat
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import NamedTuple
 
+from .image import install_smi, install_uv, place_reachable
 from .jsonfile import locked, read_json, write_json
 from .nvidia_smi import CUDA_VERSION, GPU_MODELS, gpu_state
 
@@ -130,34 +126,9 @@ def spawn_detached(
 
 
 def install_gpu(paths: VmPaths, accelerator: str, cuda_version: str = CUDA_VERSION) -> None:
-    """The VM's GPU: gpu.json, and an `nvidia-smi` shim in its /opt/bin that runs
-    nvidia_smi.py on it (with this interpreter, so it needs nothing on the VM's PATH)."""
+    """The VM's GPU: gpu.json, and an `nvidia-smi` in its /opt/bin that reports it."""
     write_json(paths.gpu, gpu_state(accelerator, cuda_version), mode=GPU_MODE)
-    args = shlex.join(["-c", _BOOT, str(OPS_DIR), "colab_emulator.nvidia_smi", str(paths.gpu)])
-    shim = paths.bin_dir / "nvidia-smi"
-    # This Python, else (for a user who cannot run it: the job's) the first python3 on PATH.
-    exe = shlex.quote(sys.executable)
-    shim.write_text(
-        f'#!/bin/sh\n[ -x {exe} ] && exec {exe} {args} "$@"\nexec python3 {args} "$@"\n'
-    )
-    shim.chmod(0o755)
-
-
-def host_uv() -> Path | None:
-    """The uv a VM gets: the one beside the emulator's Python (a venv's), else the one on PATH."""
-    here = Path(sys.executable).parent / "uv"
-    if here.is_file():
-        return here
-    found = shutil.which("uv")
-    return Path(found) if found else None
-
-
-def install_uv(paths: VmPaths) -> None:
-    """`uv` in the VM's /opt/bin (a link: the binary is large and never changes)."""
-    uv = host_uv()
-    if uv is not None:
-        with contextlib.suppress(FileExistsError):
-            (paths.bin_dir / "uv").symlink_to(uv.resolve())
+    install_smi(paths.base, paths.bin_dir, paths.gpu)
 
 
 def set_gpu(emu_home: Path, endpoint: str, **values: int | str) -> dict[str, object]:
@@ -181,14 +152,14 @@ def create_vm(
 ) -> int:
     """Lay out the VM folder (with its GPU, if any, and uv) and start its runtime server;
     returns the server's port."""
-    paths = place_reachable(vm_paths(emu_home, endpoint))
+    paths = place_vm(vm_paths(emu_home, endpoint))
     for folder in (
         paths.content / "sample_data", paths.home, paths.root / "tmp", paths.jobs, paths.bin_dir
     ):  # fmt: skip
         folder.mkdir(parents=True, exist_ok=True)
     paths.kernel_dir.chmod(0o700)
     (paths.content / "sample_data" / "README.md").write_text(SAMPLE_README)
-    install_uv(paths)
+    install_uv(paths.bin_dir)
     if accelerator in GPU_MODELS:
         install_gpu(paths, accelerator, cuda_version)
     env = {k: v for k, v in environ.items() if k in ("PATH", "LANG", "COLAB_EMU_TIME_SCALE")}
@@ -203,31 +174,9 @@ def create_vm(
     raise RuntimeError(f"runtime server of {endpoint} did not start (see {paths.server_log})")
 
 
-def _searchable(folder: Path) -> bool:
-    """Whether every user can reach `folder` (it and each folder above it searchable by all)."""
-    try:
-        return all(p.stat().st_mode & stat.S_IXOTH for p in (folder, *folder.parents))
-    except OSError:
-        return False
-
-
-def place_reachable(paths: VmPaths) -> VmPaths:
-    """The VM's folder where every user can reach it; its real path (see the module's doc)."""
-    paths.base.parent.mkdir(parents=True, exist_ok=True)
-    if os.geteuid() != 0 or _searchable(paths.base.parent):
-        return paths
-    shared = Path(tempfile.gettempdir()) / "colab-emu-vms"
-    try:
-        shared.mkdir(mode=0o711, exist_ok=True)
-        info = shared.lstat()
-        if not stat.S_ISDIR(info.st_mode) or info.st_uid != 0 or info.st_mode & 0o022:
-            return paths  # not ours alone: the VM stays where it is
-        real = Path(tempfile.mkdtemp(prefix=f"{paths.base.name}-", dir=shared))
-        real.chmod(0o755)
-        paths.base.symlink_to(real)
-    except OSError:
-        return paths
-    return VmPaths(real) if _searchable(real) else paths
+def place_vm(paths: VmPaths) -> VmPaths:
+    """The VM's folder where every user can reach it (image.place_reachable); its real path."""
+    return VmPaths(place_reachable(paths.base))
 
 
 def runtime_port(emu_home: Path, endpoint: str) -> int | None:

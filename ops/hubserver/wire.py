@@ -138,7 +138,11 @@ def whoami_json(principal: Principal) -> dict[str, Any]:
         "isPro": False,
         "periodEnd": None,
         "avatarUrl": "",
-        "orgs": [{"type": "org", "name": org, "fullname": org} for org in principal.orgs],
+        # As the Hub says it: the user's role in each org (this server's orgs are all written).
+        "orgs": [
+            {"type": "org", "name": org, "fullname": org, "roleInOrg": "write"}
+            for org in principal.orgs
+        ],
         "auth": {
             "type": "access_token",
             "accessToken": {

@@ -3,10 +3,13 @@
 `code`: the commit the VM will run is the one shipped: not from a dirty tree (a failure waived
 only by `--waive dirty-tree`), and for `code: git` on the remote the VM fetches from.
 `environment`: the shipped uv project's lock is current (`uv lock --check`). A job that ships no
-code passes both: the VM gets its script alone, as before.
+code passes both (the VM gets its script alone, as before), unless it names a config (--config):
+the VM would not have it, and `code` fails saying how to ship it.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from producer.code.survey import CodeState
 from producer.preflight.report import DIRTY_TREE, CheckName, Finding, Verdict
@@ -21,7 +24,18 @@ def size_text(n: int) -> str:
     return f"{n} B"
 
 
-def code_finding(state: CodeState | None) -> Finding:
+def code_finding(state: CodeState | None, config: Path | None = None) -> Finding:
+    """`config`: the config the user named (--config), which must reach the VM with the code."""
+    if state is None and config is not None:
+        # Without code: the VM gets the job's script alone: not the config checked here.
+        return Finding(
+            CheckName.CODE,
+            Verdict.FAIL,
+            f"the VM would not have {config.as_posix()} (without code: it gets the job script "
+            "alone)",
+            "ship the repository with --code snapshot or --code git (code: in a job file), or "
+            "drop --config; waive it only if the job's script fetches the repository itself",
+        )
     if state is None:
         return Finding(
             CheckName.CODE,

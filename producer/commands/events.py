@@ -55,22 +55,28 @@ def events(
     if not as_json and not rows and not follow:
         out.print("No events.")
     while follow:
-        for e in ev.wait(ledger.r, ledger.keys, after, block_ms=5000):
-            after = e.id
+        got, after, _ = ev.wait(ledger.r, ledger.keys, after, block_ms=5000)
+        for e in got:
             if (job_id is None or e.job == job_id) and _order(e.id) > printed:
                 _emit(e, as_json)
 
 
 def _order(entry_id: str) -> tuple[int, int]:
     ms, _, seq = entry_id.partition("-")
-    return int(ms), int(seq or 0)
+    try:
+        return int(ms), int(seq or 0)
+    except ValueError:
+        return 0, 0
 
 
 def _emit(e: Event, as_json: bool) -> None:
     if as_json:
         print(json.dumps(e.to_json()), flush=True)
         return
-    when = datetime.fromtimestamp(e.at).strftime("%Y-%m-%d %H:%M:%S")
+    try:
+        when = datetime.fromtimestamp(e.at).strftime("%Y-%m-%d %H:%M:%S")
+    except (ValueError, OverflowError, OSError):  # a time no clock shows (year 10000...)
+        when = f"{e.at:.0f}"
     what = f"{e.src or '-'} -> {e.dst}" if e.kind == "state" else e.kind
     who = f"{e.actor}@{e.host}" if e.host else e.actor
     print(f"{when}  {e.job:<24}  {what:<24}  {who:<28}  {e.reason}", flush=True)

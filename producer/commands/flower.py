@@ -6,14 +6,13 @@ checks the same inside Flower, however it was started.
 
 from __future__ import annotations
 
-import errno
 import os
 from importlib.util import find_spec
 from typing import Annotated
 
 import typer
 
-from producer.clictx import _connect, build_app, load_settings
+from producer.clictx import _connect, build_app, cannot_listen, load_settings
 
 
 def flower(
@@ -34,11 +33,4 @@ def flower(
     try:
         build_app(settings).start(argv)
     except OSError as exc:
-        if exc.errno not in (errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES):
-            raise
-        from worker.errors import UserInputError
-
-        raise UserInputError(
-            f"Flower cannot listen on {address or '*'}:{port} ({exc.strerror}): choose another "
-            "--port or --address."
-        ) from None
+        raise cannot_listen(exc, "Flower", address, port) from None

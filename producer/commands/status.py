@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from rich.console import RenderableType
 
     from producer.joblist import Filters, Listing
+    from producer.render import Progress
     from worker.records.ledger import Ledger
     from worker.records.record import HistoryEntry, JobRecord
     from worker.settings import Settings
@@ -117,13 +118,13 @@ def status(
         from producer.commands.sweepview import print_sweep_status
 
         settings = load_settings()
-        where = LedgerAddress(settings.redis_url, settings.key_prefix, settings.redis_master_name)
+        where = LedgerAddress.of(settings)
         ledger = _ledger(settings, _client(where))
         _reading(settings, lambda: print_sweep_status(ledger, sweep, as_json=as_json))
         return
     if job is not None:
         settings = load_settings()
-        where = LedgerAddress(settings.redis_url, settings.key_prefix, settings.redis_master_name)
+        where = LedgerAddress.of(settings)
         _one_job(settings, _client(where), job, watch=watch, every_s=every, as_json=as_json)
         return
     args = _ListArgs.of(state or [], run, since, mine, limit, page)  # checked before connecting
@@ -242,7 +243,7 @@ def _one_job(
     job_id = _reading(settings, lambda: ledger.find_by_prefix(job))
     if as_json:
         rec, history = _read_job(settings, ledger, job_id)
-        data = render.job_json(rec, history)
+        data = render.job_json(rec, history, progress=_progress(settings, ledger, job_id))
         data["id"] = _short_id(settings, ledger, job_id)
         print(json.dumps(data))
         raise typer.Exit(exitcodes.for_state(rec.state))
@@ -251,7 +252,8 @@ def _one_job(
     def draw() -> tuple[RenderableType, bool]:
         rec, history = _read_job(settings, ledger, job_id)
         last[:] = [rec]
-        return render.job_detail(rec, history), rec.state in TERMINAL
+        progress = _progress(settings, ledger, job_id)
+        return render.job_detail(rec, history, progress=progress), rec.state in TERMINAL
 
     if watch:
         if not _live(draw, every_s):
@@ -276,6 +278,13 @@ def _read_job(
         raise DamagedJob(job_id, _problem(exc), ledger.keys.job(job_id)) from None
 
 
+def _progress(settings: Settings, ledger: Ledger, job_id: str) -> Progress:
+    """The run's progress and time limit, from the job's watch hash (checked as it is read)."""
+    from worker.progress import record
+
+    return _reading(settings, lambda: record.read(ledger.r, ledger.keys.watch(job_id)))
+
+
 def _problem(exc: Exception) -> str:
     if isinstance(exc, KeyError):
         return f"no {exc.args[0]!s} field"
@@ -287,9 +296,10 @@ def _problem(exc: Exception) -> str:
 
 def _short_id(settings: Settings, ledger: Ledger, job_id: str) -> str:
     from producer.joblist import short_ids
+    from worker.records import ids
 
     known = _reading(settings, lambda: ledger.r.zrange(ledger.keys.jobs(), 0, -1))
-    return short_ids((i.decode() for i in known), [job_id])[job_id]
+    return short_ids(ids.members("job id", known, ledger.keys.jobs()), [job_id])[job_id]
 
 
 def _live(draw: Callable[[], tuple[RenderableType, bool]], every_s: float) -> bool:
@@ -347,15 +357,17 @@ def _client(where: LedgerAddress) -> Any:
     import redis
 
     from worker.records.redisconn import client as redis_client
+    from worker.records.sentinels import login_refusal
 
     client = redis_client(
-        where.redis_url, where.redis_master_name,
+        where.redis_url, where.redis_master_name, where.sentinel_login,
         socket_connect_timeout=5, socket_timeout=30, health_check_interval=30,
     )  # fmt: skip
     try:
         client.ping()
     except redis.RedisError as exc:
-        raise BrokerUnavailable(where.redis_url, type(exc).__name__) from None
+        refused = login_refusal(exc, where.redis_url, where.redis_master_name, where.sentinel_login)
+        raise refused or BrokerUnavailable(where.redis_url, type(exc).__name__) from None
     return client
 
 
@@ -367,4 +379,5 @@ def _ledger(settings: Settings, client: Any) -> Ledger:
     return Ledger(
         client, SystemClock(), Keys(settings.key_prefix),
         log_maxlen=settings.log_stream_maxlen, retention_s=settings.retention_s,
+        quota_tz=settings.quota_timezone,
     )  # fmt: skip

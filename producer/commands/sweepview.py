@@ -20,8 +20,9 @@ if TYPE_CHECKING:
 def sweep_points(ledger: Ledger, sweep_id: str) -> list[str]:
     """The sweep's job ids, oldest first; one line (UserInputError) for an unknown sweep."""
     from worker.flow.sweeps import no_sweep, points_of
+    from worker.records.ids import sweep_id as a_sweep_id
 
-    ids = points_of(ledger.r, ledger.keys, sweep_id)
+    ids = points_of(ledger.r, ledger.keys, sweep_id) if a_sweep_id(sweep_id) else []
     if not ids:
         raise UserInputError(no_sweep(sweep_id))
     return ids
@@ -33,7 +34,7 @@ def sweep_rows(ledger: Ledger, sweep_id: str) -> list[dict[str, Any]]:
         raw = ledger.r.hmget(ledger.keys.job(job_id), "state", "run_name", "reason")
         if raw[0] is None:
             continue  # the record expired; the index outlived it
-        state, run, reason = (v.decode() if v else "" for v in raw)
+        state, run, reason = (v.decode(errors="replace") if v else "" for v in raw)
         rows.append({"job_id": job_id, "run": run, "state": state.upper(), "reason": reason})
     return rows
 

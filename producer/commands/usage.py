@@ -48,6 +48,7 @@ def usage(since: SinceOpt = "7d", by: ByOpt = None, as_json: JsonOpt = False) ->
     from producer.joblist import parse_since, read_rows
     from producer.usage import BY, build_usage
     from worker.accounts.balances import read_balances
+    from worker.records.ids import members
 
     by = by.lower() if by is not None else None
     if by is not None and by not in BY:
@@ -56,8 +57,8 @@ def usage(since: SinceOpt = "7d", by: ByOpt = None, as_json: JsonOpt = False) ->
     start = parse_since(since, now)
     ledger = _connect(load_settings())
     r, keys = ledger.r, ledger.keys
-    ids = [i.decode() for i in r.zrangebyscore(keys.jobs(), start, "+inf")]
-    rows = read_rows(r, keys, ids)
+    rows = read_rows(r, keys, members("job id", r.zrangebyscore(keys.jobs(), start, "+inf"),
+                                      keys.jobs()))  # fmt: skip
     report = build_usage(
         rows, read_balances(r, keys), since=start, now=now, reports=_reports(r, keys, rows)
     )

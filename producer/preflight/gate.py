@@ -247,7 +247,7 @@ def _code_findings(inputs: PreflightInputs, code: CodeState | None) -> list[Find
 
         request = CodeRequest(inputs.code, inputs.repo, inputs.commit, tuple(inputs.include))
         code = survey(request)
-    return [code_finding(code), environment_finding(code)]
+    return [code_finding(code, inputs.config), environment_finding(code)]
 
 
 def _explain_config(finding: Finding, config: Path, *, picked: bool) -> Finding:
@@ -297,7 +297,9 @@ def submit_command(inputs: PreflightInputs, checked: Checked, target: SubmitTarg
         argv += ["--local-store", str(target.local_store)]
     if repo != cwd.resolve():
         argv += ["--repo-dir", str(inputs.repo)]
-    if checked.config is not None:
+    if checked.config is not None and (inputs.config is not None or inputs.code is not None):
+        # A picked config of a job that ships no code is left for submit to pick again: named,
+        # it would have to reach the VM (the `code` check).
         argv += ["--config", str(checked.config)]
     if inputs.reference is not None:
         argv += ["--reference", str(inputs.reference)]

@@ -114,7 +114,7 @@ def test_a_failed_preflight_raises_with_its_findings_and_enqueues_nothing(
     with pytest.raises(PreflightFailed) as caught:
         client.submit(
             repo / "train.sh", name=GOOD_NAME, repo_dir=repo, local_store=tmp_path / "store",
-            config="configs/detr/intended.yaml", **COMMON,
+            **COMMON,
         )  # fmt: skip
     failed = caught.value
     assert failed.failed == ("config-diff",)

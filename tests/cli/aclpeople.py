@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import redis
@@ -48,6 +49,12 @@ def login(redis_url: str, name: str) -> str:
 @pytest.fixture
 def gate_queue_prefix(key_prefix: str) -> str:
     return queue_prefix_of(key_prefix)
+
+
+@pytest.fixture
+def gate_settings_extra(tmp_path: Path) -> dict[str, object]:
+    """Users' local stores lie under the test's folder (under ACLs the gate opens no other)."""
+    return {"local_store_root": tmp_path}
 
 
 def as_user(env: dict[str, str | None], url: str, key_prefix: str) -> dict[str, str | None]:

@@ -41,6 +41,13 @@ def gate_queue_prefix() -> str:
     return ""
 
 
+@pytest.fixture
+def gate_settings_extra() -> dict[str, object]:
+    """More settings of the test's gate (as a deployment's gate host sets them); a module
+    overrides it."""
+    return {}
+
+
 @pytest.fixture(autouse=True)
 def _gate(request: pytest.FixtureRequest) -> Iterator[None]:
     """The gate (`tests.gatethread`) for a test that runs commands on its own Redis prefix
@@ -57,6 +64,7 @@ def _gate(request: pytest.FixtureRequest) -> Iterator[None]:
     settings = load_settings(
         redis_url=env["COLABQ_REDIS_URL"], key_prefix=env["COLABQ_KEY_PREFIX"],
         queue_prefix=queue_prefix, gate_refresh_s=0.2,
+        **request.getfixturevalue("gate_settings_extra"),
     )  # fmt: skip
     with running_gate(settings):
         yield

@@ -27,6 +27,7 @@ from producer.cli import app
 from tests.cli.aclpeople import (  # noqa: F401 (fixtures)
     as_user,
     gate_queue_prefix,
+    gate_settings_extra,
     people,
     queue_prefix_of,
 )

@@ -18,7 +18,13 @@ import redis
 from typer.testing import CliRunner
 
 from producer.cli import app
-from tests.cli.aclpeople import as_user, gate_queue_prefix, people  # noqa: F401 (fixtures)
+from tests.cli.aclpeople import (  # noqa: F401 (fixtures)
+    as_user,
+    gate_queue_prefix,
+    gate_settings_extra,
+    people,
+)
+from worker.metrics.ended import read_ended
 from worker.people.owners import owner_of
 from worker.records.ledger import Ledger
 from worker.states import JobState
@@ -96,7 +102,7 @@ def test_a_user_cancels_her_own_queued_job_at_once(
     env: dict[str, str | None], key_prefix: str, ledger: Ledger, tmp_path: Path,
 ) -> None:  # fmt: skip
     """The owner's own cancel of a job no runner holds ends it at once under her ACL rule too:
-    every key it writes is her job's or one her rule may write."""
+    the gate carries it out."""
     script = tmp_path / "train.sh"
     script.write_text("echo hi\n")
     (tmp_path / "store").mkdir()
@@ -115,6 +121,11 @@ def test_a_user_cancels_her_own_queued_job_at_once(
     assert json.loads(done.stdout)["jobs"][0]["result"] == "cancelled", done.output
     assert ledger.get(job_id).state is JobState.CANCELLED
     assert not ledger.r.exists(ledger.keys.lock(job_id))
+    # Counted for `colabq metrics` too, by the gate that carried out her cancel.
+    ended = read_ended(ledger.r.hgetall(ledger.keys.metrics_ended()))
+    assert [(k[0], k[3], n) for k, n in ended.jobs.items()] == [
+        ("cancelled", ledger.get(job_id).get("user"), 1)
+    ]
 
 
 def test_mine_means_the_redis_user_not_the_machines_user(

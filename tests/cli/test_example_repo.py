@@ -16,8 +16,10 @@ import shutil
 import subprocess
 import sys
 import time
+import tomllib
 from pathlib import Path
 
+from ops.uvproject import write_wheel
 from producer.preflight.report import CHECK_NAMES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -203,15 +205,21 @@ def test_the_example_is_a_uv_project_with_a_current_lock(tmp_path: Path) -> None
     assert 'dependencies = ["PyYAML' in pyproject and "package = false" in pyproject
     assert (repo / ".python-version").read_text().strip() == "3.11"
     uv = Path(sys.executable).parent / "uv"
-    check = subprocess.run(
-        [str(uv), "lock", "--check", "--offline"], cwd=repo, env=_env(), capture_output=True,
-        text=True, timeout=60,
-    )  # fmt: skip
+    # Offline, a changed requirement is resolved again before uv can call the lock stale: a
+    # stand-in PyYAML wheel of the locked version (ops/uvproject.py's writer) and a cache of this
+    # test's own, so the answer does not hang on what the machine's uv cache happens to hold.
+    wheels = tmp_path / "wheels"
+    write_wheel(wheels, "PyYAML", _locked_version(repo, "pyyaml"), {"yaml/__init__.py": ""})
+    argv = [str(uv), "lock", "--check", "--offline", "--find-links", str(wheels)]
+    env = _env(UV_CACHE_DIR=str(tmp_path / "uv-cache"))
+    check = subprocess.run(argv, cwd=repo, env=env, capture_output=True, text=True, timeout=60)
     assert check.returncode == 0, check.stdout + check.stderr
     (repo / "pyproject.toml").write_text(pyproject.replace('"PyYAML>=6.0"', '"PyYAML>=6.0.1"'))
-    stale = subprocess.run(
-        [str(uv), "lock", "--check", "--offline"], cwd=repo, env=_env(), capture_output=True,
-        text=True, timeout=60,
-    )  # fmt: skip
+    stale = subprocess.run(argv, cwd=repo, env=env, capture_output=True, text=True, timeout=60)
     assert stale.returncode != 0  # the check can fail: a changed requirement is a stale lock
     assert "needs to be updated" in stale.stderr, stale.stderr
+
+
+def _locked_version(repo: Path, name: str) -> str:
+    lock = tomllib.loads((repo / "uv.lock").read_text())
+    return next(str(p["version"]) for p in lock["package"] if p["name"] == name)

@@ -11,7 +11,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from producer.cli import app
-from tests.cli.aclpeople import as_user, gate_queue_prefix, people  # noqa: F401 (fixtures)
+from tests.cli.aclpeople import as_user, gate_queue_prefix, gate_settings_extra, people  # noqa: F401
 from worker.people.owners import owner_of
 from worker.records.ledger import Ledger
 from worker.states import JobState

@@ -36,7 +36,7 @@ def preflight(repo: Path, *args: str, env: dict[str, str | None] | None = None):
 
 def test_clean_repo_exits_0_and_ends_with_the_submit_command(tmp_path: Path) -> None:
     repo = make_repo(tmp_path)
-    result = preflight(repo, "--config", "configs/detr/intended.yaml", "--local-store", "/srv/s")
+    result = preflight(repo, "--local-store", "/srv/s")
     assert result.exit_code == 0, result.output
     for check in CHECK_NAMES:
         assert check in result.output
@@ -45,7 +45,8 @@ def test_clean_repo_exits_0_and_ends_with_the_submit_command(tmp_path: Path) -> 
     argv = shlex.split(match["command"])
     assert argv[:3] == ["colabq", "submit", str(repo / "train.sh")]
     assert argv[argv.index("--name") + 1] == GOOD_NAME
-    assert argv[argv.index("--config") + 1] == "configs/detr/intended.yaml"
+    # The picked config is not named: a named one must reach the VM, and no code is shipped.
+    assert "--config" not in argv
     assert argv[argv.index("--local-store") + 1] == "/srv/s"
     assert argv[argv.index("--repo-dir") + 1] == str(repo)
     assert "Pre-flight clean" in result.output
@@ -61,7 +62,7 @@ def test_failing_repo_exits_2_without_a_command(tmp_path: Path) -> None:
 
 
 def test_json_has_the_five_checks_and_the_command_only_when_clean(tmp_path: Path) -> None:
-    clean = preflight(make_repo(tmp_path / "a"), "--config", "configs/detr/intended.yaml", "--json")
+    clean = preflight(make_repo(tmp_path / "a"), "--json")
     assert clean.exit_code == 0, clean.output
     data = json.loads(clean.stdout)
     assert [f["check"] for f in data["findings"]] == list(CHECK_NAMES)

@@ -68,3 +68,17 @@ def test_no_earlier_run_means_skip(
     earlier_run(led, clock, "configs/detr/other.yaml", epochs=3, run_s=3 * 600)
     found = eta(tmp_path, redis_url, key_prefix)
     assert found["verdict"] == "skip", found
+
+
+def test_eta_takes_the_rate_an_earlier_runs_report_measured(
+    ledger: tuple[Ledger, FakeClock], tmp_path: Path, redis_url: str, key_prefix: str
+) -> None:
+    """The earlier run's final report recorded its rate from its console (`progress.epoch_s`):
+    that beats its RUNNING-to-PERSISTING time (600 s/epoch here, start-up and all)."""
+    led, clock = ledger
+    earlier_run(led, clock, "configs/detr/baseline.yaml", epochs=3, run_s=3 * 600)
+    job_id = led.list_jobs(1)[0].job_id
+    progress = {"unit": "it", "rate_per_s": 2.5, "total": 9000, "epoch_s": 1200.0}
+    led.r.hset(led.keys.job(job_id), "report", json.dumps({"progress": progress}))
+    found = eta(tmp_path, redis_url, key_prefix)
+    assert "x 1200 s (measured from earlier runs)" in found["saw"], found

@@ -244,8 +244,8 @@ def test_stage_json_reports_the_upload(hub: Hub, tmp_path: Path) -> None:
 
 # --- every command ----------------------------------------------------------------------------
 
-# Long-running: nothing to print as data.
-SERVICES = {"worker", "beat", "flower", "notifier", "gate"}
+# Long-running: no data to print.
+SERVICES = {"worker", "beat", "flower", "notifier", "metrics", "gate"}
 
 
 def test_every_command_but_the_services_has_json() -> None:

@@ -170,7 +170,16 @@ def test_preflight_reports_the_code_and_environment_checks(
     assert f"uv sync --frozen (Python {PIN})" in found["environment"]["saw"]
     assert "--code git" in data["submit_command"]
 
-    table = runner.invoke(app, base, env=qenv)  # without --code: both pass, nothing shipped
+    # Without --code the VM gets the script alone: the named config would not be there.
+    alone = runner.invoke(app, [*base, "--json"], env=qenv)
+    assert alone.exit_code == 2, alone.output
+    code = {f["check"]: f for f in json.loads(alone.stdout)["findings"]}["code"]
+    assert code["verdict"] == "fail"
+    assert code["saw"].startswith("the VM would not have configs/detr/intended.yaml")
+    assert "--code snapshot or --code git" in code["next_action"]
+    assert "drop --config" in code["next_action"]
+    unnamed = [a for a in base if a not in ("--config", "configs/detr/intended.yaml")]
+    table = runner.invoke(app, unnamed, env=qenv)  # no config named, no code: both pass
     assert table.exit_code == 0, table.output
     assert "│ code " in table.output and "no code shipped" in table.output
     assert "│ environment " in table.output
@@ -197,3 +206,23 @@ def test_a_dry_run_shows_what_the_vm_fetches_and_runs(
     assert "staged when submitted" in snapshot.output
     assert not (tmp_path / "store").exists()  # a dry run stages nothing
     assert not written(queue, key_prefix)
+
+
+def test_a_named_config_without_code_is_refused_in_one_line_saying_how_to_ship_it(
+    tmp_path: Path, qenv: dict[str, str | None], ledger: Ledger, queue: redis.Redis, key_prefix: str
+) -> None:
+    """The README's old main example: --config without code: the pre-flight checks a config the
+    VM would never get (it gets the job script alone)."""
+    repo, _ = code_repo(tmp_path)
+    queued = queue.llen(QUEUE)
+    line = assert_refused(submit(repo, qenv), queue, key_prefix, queued)  # --config, no --code
+    assert line.startswith(
+        "colabq: Pre-flight failed (code): the VM would not have configs/detr/intended.yaml "
+        "(without code: it gets the job script alone): ship the repository with --code snapshot "
+        "or --code git (code: in a job file), or drop --config"
+    ), line
+    result = submit(repo, qenv, "--code", "snapshot", "--json")  # shipped: the config is there
+    assert result.exit_code == 0, result.output
+    spec = ledger.get(json.loads(result.stdout)["jobs"][0]["job_id"]).spec
+    assert spec.config == "configs/detr/intended.yaml"
+    assert spec.code is not None and spec.code.mode == "snapshot"

@@ -69,7 +69,7 @@ def test_a_failing_check_enqueues_nothing(
 ) -> None:
     repo = make_repo(tmp_path / "repo", RISKY)
     before = redis_client.llen(QUEUE)
-    result = submit(repo, env, "--name", GOOD_NAME, "--config", "configs/detr/intended.yaml")
+    result = submit(repo, env, "--name", GOOD_NAME)  # the newest config, RISKY
     assert result.exit_code == 2, result.output
     assert "Submission blocked by: config-diff" in result.output  # the report is printed
     last = result.output.strip().splitlines()[-1]
@@ -94,7 +94,7 @@ def test_a_waived_check_enqueues_the_job_with_waiver_and_digest(
     redis_client: redis.Redis,
 ) -> None:
     repo = make_repo(tmp_path / "repo", RISKY)
-    args = ["--name", GOOD_NAME, "--config", "configs/detr/intended.yaml"]
+    args = ["--name", GOOD_NAME]
     result = submit(repo, env, *args, "--waive", "config-diff", "--json")
     assert result.exit_code == 0, result.output
     (out,) = json.loads(result.stdout)["jobs"]

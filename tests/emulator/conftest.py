@@ -2,7 +2,9 @@
 
 `emu.run(...)` runs `ops/colab` with stdin=/dev/null (unless `input` is given) and returns
 (rc, stdout, stderr). Teardown unassigns every VM with the admin tool's `kill-all` and checks
-that no emulator process of this test survived.
+that no emulator process of this test survived. `emu` speaks the emulator's default release (the
+newest); a module whose tests run once per release (the conformance suite) takes `cli_version`
+and builds its emulators with `make_emu(base, cli_version)`.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ from colab_emulator import admin  # noqa: E402
 from colab_emulator.vm import find_processes  # noqa: E402
 
 Result = tuple[int, str, str]
+# The releases the emulator speaks (COLAB_EMU_VERSION), which are the ones colabq supports.
+VERSIONS = ("0.7.4", "0.7.5")
 
 
 @dataclass
@@ -113,8 +117,9 @@ def wait_for(predicate: Any, timeout_s: float = 10.0) -> None:
         time.sleep(0.02)
 
 
-def make_emu(base: Path) -> Emu:
-    """An isolated HOME, COLAB_EMU_HOME and working folder under `base`."""
+def make_emu(base: Path, version: str | None = None) -> Emu:
+    """An isolated HOME, COLAB_EMU_HOME and working folder under `base`; the emulator speaks
+    `version` (COLAB_EMU_VERSION), else its default."""
     home, emu_home, workdir = base / "home", base / "emu", base / "work"
     for folder in (home, workdir):
         folder.mkdir()
@@ -124,6 +129,7 @@ def make_emu(base: Path) -> Emu:
         "HOME": str(home),
         "COLAB_EMU_HOME": str(emu_home),
         "TYPER_STANDARD_TRACEBACK": "1",
+        **({"COLAB_EMU_VERSION": version} if version else {}),
     }
     return Emu(home=home, emu_home=emu_home, env=env, workdir=workdir)
 
@@ -145,6 +151,13 @@ ANSI = re.compile(r"\x1b\[[0-9;]*m")
 def plain(text: str) -> str:
     """`text` without its ANSI colour codes."""
     return ANSI.sub("", text)
+
+
+@pytest.fixture(scope="module", params=VERSIONS)
+def cli_version(request: pytest.FixtureRequest) -> str:
+    """Each release in turn, for the tests where the releases differ and the conformance suite
+    (module-scoped, so a module's expensive fixtures run once per release)."""
+    return str(request.param)
 
 
 @pytest.fixture

@@ -6,31 +6,52 @@ import json
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from colab_emulator.faults import list_faults, set_fault
 
-from .conftest import COLAB, Emu, wait_for
-
-BANNER = [
-    "",
-    "[colab] A new version of Colab CLI is available: 0.7.5 (current: 0.7.4)",
-    "[colab] Run 'colab update' to update.",
-    '[colab] To silence this check, set "enable_update_check": false in '
-    "~/.config/colab-cli/settings.json",
-    "",
-]
+from .conftest import COLAB, Emu, make_emu, tear_down, wait_for
 
 
-def test_version_through_the_shebang(emu: Emu) -> None:
+def banner(latest: str, current: str) -> list[str]:
+    return [
+        "",
+        f"[colab] A new version of Colab CLI is available: {latest} (current: {current})",
+        "[colab] Run 'colab update' to update.",
+        '[colab] To silence this check, set "enable_update_check": false in '
+        "~/.config/colab-cli/settings.json",
+        "",
+    ]
+
+
+@pytest.fixture
+def emu_as(tmp_path: Path, cli_version: str) -> Iterator[Emu]:
+    emulator = make_emu(tmp_path, cli_version)
+    yield emulator
+    tear_down(emulator)
+
+
+def test_version_through_the_shebang(emu_as: Emu, cli_version: str) -> None:
     proc = subprocess.run(
         [str(COLAB), "version"],
         capture_output=True,
         text=True,
-        env=emu.env,
+        env=emu_as.env,
         stdin=subprocess.DEVNULL,
     )
-    assert (proc.returncode, proc.stdout, proc.stderr) == (0, "Version: 0.7.4\n", "")
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, f"Version: {cli_version}\n", "")
+
+
+def test_the_default_release_is_the_newest_and_a_bad_one_is_refused(emu: Emu) -> None:
+    assert emu.run("version")[:2] == (0, "Version: 0.7.5\n")
+    assert emu.run("version", env={"COLAB_EMU_VERSION": "0.8.0"})[:2] == (0, "Version: 0.8.0\n")
+    rc, out, err = emu.run("version", env={"COLAB_EMU_VERSION": "latest"})
+    assert (rc, out) == (2, "")
+    assert (
+        err == "[colab-emulator] COLAB_EMU_VERSION='latest' is not a version (X.Y.Z, e.g. 0.7.4)\n"
+    )
 
 
 def test_help_lists_commands_alphabetically(emu: Emu) -> None:
@@ -78,14 +99,20 @@ def test_accepted_global_options_are_not_usage_errors(emu: Emu) -> None:
     assert "DEBUG" in err
 
 
-def test_banner_on_stdout_before_output_and_its_suppression(emu: Emu) -> None:
+def test_banner_on_stdout_before_output_and_its_suppression(emu_as: Emu, cli_version: str) -> None:
+    emu = emu_as
     rc, out, _ = emu.run("status")
     assert out == "[colab] No active sessions.\n", "no banner unless a newer version is known"
     assert emu.admin("set-latest-version", "0.7.5")[0] == 0
     rc, out, _ = emu.run("status")
     assert rc == 0
-    assert out.splitlines() == [*BANNER, "[colab] No active sessions."]
-    assert emu.run("version")[1] == "Version: 0.7.4\n", "version skips the update check"
+    if cli_version == "0.7.5":
+        assert out == "[colab] No active sessions.\n", "0.7.5 is the latest: no banner"
+        assert emu.admin("set-latest-version", "0.7.6")[0] == 0
+        rc, out, _ = emu.run("status")
+    latest = "0.7.6" if cli_version == "0.7.5" else "0.7.5"
+    assert out.splitlines() == [*banner(latest, cli_version), "[colab] No active sessions."]
+    assert emu.run("version")[1] == f"Version: {cli_version}\n", "version skips the check"
     settings = emu.home / ".config" / "colab-cli" / "settings.json"
     settings.write_text(json.dumps({"enable_update_check": False}))
     assert emu.run("status")[1] == "[colab] No active sessions.\n"

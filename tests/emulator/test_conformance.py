@@ -1,8 +1,10 @@
 """Conformance: where the spec (or the real 0.7.4 source) says the CLI does X, the emulator does X.
 
-Every exec that ends past its `--timeout` deadline costs 10 s (the real client's exit delay), so
-the cases that need one run side by side, once, in the module fixture `past_deadline`; each test
-then checks one of them.
+The suite runs once per release the emulator speaks (`cli_version`: 0.7.4 and 0.7.5, whose
+surface, messages and state handling are the same, spec §9). Every exec that ends past its
+`--timeout` deadline costs 10 s (the real client's exit delay), so the cases that need one run
+side by side, once per release, in the module fixture `past_deadline`; each test then checks one
+of them.
 """
 
 from __future__ import annotations
@@ -23,6 +25,15 @@ from colab_emulator.faults import set_fault
 from colab_emulator.parsing import COMMANDS, NOT_EMULATED
 
 from .conftest import Emu, make_emu, plain, tear_down, wait_for
+
+
+@pytest.fixture
+def emu(tmp_path: Path, cli_version: str) -> Iterator[Emu]:
+    """The conftest's `emu`, speaking `cli_version`."""
+    emulator = make_emu(tmp_path, cli_version)
+    yield emulator
+    tear_down(emulator)
+
 
 DEADLINE_S = 3.0
 # "stopped" must still be waiting for its deadline when `colab stop` has removed its record
@@ -142,9 +153,11 @@ def _run_past_deadline(emu: Emu, solo: Emu) -> dict[str, Outcome]:
 
 
 @pytest.fixture(scope="module")
-def past_deadline(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Outcome]]:
-    emu = make_emu(tmp_path_factory.mktemp("past-deadline"))
-    solo = make_emu(tmp_path_factory.mktemp("past-deadline-solo"))
+def past_deadline(
+    tmp_path_factory: pytest.TempPathFactory, cli_version: str
+) -> Iterator[dict[str, Outcome]]:
+    emu = make_emu(tmp_path_factory.mktemp("past-deadline"), cli_version)
+    solo = make_emu(tmp_path_factory.mktemp("past-deadline-solo"), cli_version)
     try:
         yield _run_past_deadline(emu, solo)
     finally:

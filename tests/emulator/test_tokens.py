@@ -1,7 +1,7 @@
 """Runtime-proxy tokens that expire (ops/colab_emulator/tokens.py): the lifetime and the refresh
 margin (scaled down here: a 4 s token, a 1 s margin), the server's renewal on the assignments
 list, the proxy's 401 for an expired or unknown token and what each command makes of it, and an
-attached exec that streams on across its token's expiry."""
+attached exec whose websocket the proxy closes when its token expires."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from datetime import datetime
 
 import pytest
 
-from tests.emulator.conftest import Emu
+from tests.emulator.conftest import Emu, wait_for
 
 LIFETIME_S = 4.0
 MARGIN_S = 1.0
@@ -102,16 +102,56 @@ def test_the_proxy_answers_401_to_a_token_it_never_issued(tok: Emu) -> None:
     assert tok.run("ls", "-s", "s2")[0] == 0
 
 
-def test_an_attached_exec_streams_on_across_its_tokens_expiry(tok: Emu) -> None:
-    tok.new("s1")
-    code = (
-        "import time\nfor i in range(8):\n    print(f'tick-{i}', flush=True)\n    time.sleep(1)\n"
-    )
-    rc, out, err = tok.run("exec", "-s", "s1", "--timeout", "60", input=code)
-    assert rc == 0, err
-    assert [ln for ln in out.splitlines() if ln.startswith("tick-")] == [
-        f"tick-{i}" for i in range(8)
+TICKS = (
+    "import time\n"
+    "for i in range(32):\n"
+    "    line = f'tick-{i} {time.time():.3f}'\n"
+    "    print(line, flush=True)\n"
+    "    with open('ticks.txt', 'a') as fh:\n"
+    "        fh.write(line + '\\n')\n"
+    "    time.sleep(0.25)\n"
+    "open('done.txt', 'w').write('ok')\n"
+)
+DEADLINE_S = 12.0
+EXIT_DELAY_S = 10.0
+
+
+def _ticks(text: str) -> list[tuple[str, float]]:
+    return [
+        (name, float(at))
+        for name, at in (ln.split() for ln in text.splitlines() if ln.startswith("tick-"))
     ]
-    # It wrote back the record it read (an expired token): the next command refreshes it.
-    assert expires_at(tok, "s1") < time.time()
-    assert tok.run("ls", "-s", "s1")[0] == 0
+
+
+def test_an_attached_exec_loses_its_connection_when_its_token_expires(tok: Emu) -> None:
+    """jupyter-kernel-client 0.9.0: the proxy's close clears `connection_ready` without waking
+    `execute_interactive`, which then waits for its deadline and raises `Connection was lost.`;
+    the websocket thread ended with the close (no exit delay); the cell goes on in the kernel;
+    the record written back holds the old token, which the next command's get_session
+    refreshes."""
+    endpoint = tok.new("s1")
+    token, expiry = tok.sessions_json()["s1"]["token"], expires_at(tok, "s1")
+    assert expiry - time.time() > MARGIN_S  # the exec connects with this token
+    started = time.monotonic()
+    rc, out, err = tok.run("exec", "-s", "s1", "--timeout", str(DEADLINE_S), input=TICKS)
+    elapsed = time.monotonic() - started
+    assert rc == 1, (out, err)
+    assert err.startswith("Traceback (most recent call last):")
+    assert err.splitlines()[-1] == "RuntimeError: Connection was lost."
+    assert DEADLINE_S <= elapsed < DEADLINE_S + EXIT_DELAY_S, "the deadline, with no exit delay"
+    got = _ticks(out)
+    assert got and all(at <= expiry + 0.1 for _, at in got), "nothing after the close arrived"
+    # The cell went on in the kernel: every tick was printed there, the later ones to nobody.
+    wait_for(lambda: (tok.content(endpoint) / "done.txt").exists())
+    printed = _ticks((tok.content(endpoint) / "ticks.txt").read_text())
+    assert len(printed) == 32 and [n for n, _ in got] == [n for n, _ in printed[: len(got)]]
+    assert any(at > expiry + 0.5 for _, at in printed)
+    log = (tok.home / ".config/colab-cli/colab.log").read_text()
+    assert f"websocket to {endpoint} closed by the proxy: proxy token expired" in log
+    assert "Failed to stop websocket connection thread." not in log
+    record = tok.sessions_json()["s1"]
+    assert (record["token"], record["running"]) == (token, None), "the record it read, back"
+    # The next calls: get_session sees the expiry passed and refreshes, the proxy accepts.
+    assert tok.run("exec", "-s", "s1", input="print('after')\n") == (0, "after\n", "")
+    assert tok.sessions_json()["s1"]["token"] not in (token, "")
+    assert expires_at(tok, "s1") > time.time()

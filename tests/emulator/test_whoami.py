@@ -36,7 +36,8 @@ def test_whoami_prints_the_homes_account_in_the_real_commands_shape(emu: Emu) ->
 
 
 def test_whoami_is_hidden_and_prints_no_update_banner(emu: Emu) -> None:
-    assert emu.admin("set-latest-version", "0.7.5")[0] == 0
+    assert emu.admin("set-latest-version", "0.9.0")[0] == 0  # newer than any release emulated
+    assert emu.run("status")[1].startswith("\n[colab] A new version")
     rc, out, _ = emu.run("whoami")
     assert rc == 0 and out.startswith("Auth provider: ")
     assert "whoami" not in emu.run("-h")[1]

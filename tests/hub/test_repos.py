@@ -111,7 +111,7 @@ def test_whoami_reports_user_and_token_role(hub: Hub) -> None:
 
     assert writer["name"] == "alice"
     assert writer["auth"]["accessToken"]["role"] == "write"
-    assert [org["name"] for org in writer["orgs"]] == ["colabq-org"]
+    assert [(o["name"], o["roleInOrg"]) for o in writer["orgs"]] == [("colabq-org", "write")]
     assert reader["auth"]["accessToken"]["role"] == "read"
 
 

@@ -210,3 +210,20 @@ def test_local_kind_still_copies(run_sync: SyncRun, tmp_path: Path) -> None:
     assert (logs.returncode, metrics.returncode) == (0, 0)
     assert (repo / f"exp1/logs/{JOB}/exit_code").read_text() == "3\n"
     assert (repo / "exp1/metrics.json").is_file()
+
+
+def test_the_stored_console_is_read_back_from_an_offset(
+    hub: Hub, store: HubStore, run_sync: SyncRun, tmp_path: Path
+) -> None:
+    store.check_output_repo(hf_dest())
+    work = _job_workdir(tmp_path / "work", exit_code="0\n")
+    console = b"".join(f"line-{i}\n".encode() for i in range(1, 2001)) + b"caf\xc3\xa9\n"
+    (work / "logs" / "console.log").write_bytes(console)
+    assert _sync_job(run_sync, hub.tokens["alice_write"], work) == [0, 0, 0]
+    spec = _spec(())
+
+    assert store.console_tail(spec, 0, 0) == console
+    assert store.console_tail(spec, 0, 7 * 9) == console[63:]  # line-10 on
+    assert store.console_tail(spec, 0, len(console) + 5) == b""
+    assert store.console_tail(spec, 1, 0) is None  # segment 1 stored none
+    assert store.console_tail(make_spec(artifact=hf_dest("alice/nowhere")), 0, 0) is None

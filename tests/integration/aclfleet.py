@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import redis
@@ -33,15 +34,17 @@ def users(redis_url: str) -> Iterator[list[str]]:
 
 
 @pytest.fixture
-def fleet_env_extra(redis_url: str, users: list[str]) -> dict[str, str]:
+def fleet_env_extra(redis_url: str, users: list[str], tmp_path: Path) -> dict[str, str]:
     """The worker logs in as a service user (its rule does not depend on the prefixes); its
-    gate reads the list of users often, as the users are made after it started."""
+    gate reads the list of users often, as the users are made after it started; its users'
+    local stores lie under the test's folder (under ACLs no other folder is open)."""
     rules = rules_for(SERVICE, Role.SERVICE, "any", "")
     redis.Redis.from_url(redis_url).execute_command(
         "ACL", "SETUSER", SERVICE, "on", f">{PASSWORD}", *rules
     )
     users.append(SERVICE)
-    return {"COLABQ_REDIS_URL": login(redis_url, SERVICE), "COLABQ_GATE_REFRESH_S": "0.5"}
+    return {"COLABQ_REDIS_URL": login(redis_url, SERVICE), "COLABQ_GATE_REFRESH_S": "0.5",
+            "COLABQ_LOCAL_STORE_ROOT": str(tmp_path)}  # fmt: skip
 
 
 def make_user(fleet: Fleet, users: list[str], who: str) -> str:

@@ -28,6 +28,7 @@ from producer.ask import wait_for_gate
 from worker.deps import build_ledger
 from worker.records.ledger import Ledger
 from worker.records.redisconn import client as redis_client
+from worker.records.sentinelurl import SentinelLogin
 from worker.settings import load_settings
 from worker.states import TERMINAL, JobState
 
@@ -135,8 +136,9 @@ class Fleet:
         raise AssertionError(f"job {job_id} never reached {state}")
 
 
-def start_worker(env: dict[str, str], log: Path, gpu: str = "t4") -> subprocess.Popen[bytes]:
-    queue = f"{env['COLABQ_QUEUE_PREFIX']}gpu.{gpu}"
+def start_worker(env: dict[str, str], log: Path, gpu: str = "T4") -> subprocess.Popen[bytes]:
+    """A worker on `gpu`'s queue (its settings' GPU types are `env`'s), once it is ready."""
+    queue = f"{env['COLABQ_QUEUE_PREFIX']}gpu.{gpu.lower()}"
     argv = [sys.executable, "-m", "celery", "-A", "worker.celery_app", "worker", "-Q", queue,
             "-c", "1", "-n", f"test-{secrets.token_hex(3)}@%h", "-l", "INFO", "-E"]  # fmt: skip
     # Its own process group, so a test can SIGKILL the whole worker (main + pool) at once; the
@@ -210,7 +212,11 @@ def fleet(
         fleet.emu("kill-all")
         kill_processes_mentioning(str(tmp_path))
         drop_job_share(tmp_path)
-        client = redis_client(redis_url, fleet.env.get("COLABQ_REDIS_MASTER_NAME"))
+        login = SentinelLogin(
+            fleet.env.get("COLABQ_REDIS_SENTINEL_USERNAME") or None,
+            fleet.env.get("COLABQ_REDIS_SENTINEL_PASSWORD") or None,
+        )
+        client = redis_client(redis_url, fleet.env.get("COLABQ_REDIS_MASTER_NAME"), login)
         for pattern in (f"{prefix}*", f"_kombu.binding.{prefix}*"):
             for key in client.scan_iter(pattern):
                 client.delete(key)

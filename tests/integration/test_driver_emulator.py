@@ -1,4 +1,9 @@
-"""`ColabCli` driving the offline emulator (`ops/colab`) through a whole session and its faults."""
+"""`ColabCli` driving the offline emulator (`ops/colab`) through a whole session and its faults.
+
+`setup` speaks the emulator's default release (0.7.5); the tests where the releases differ (the
+version, the banner, the assignment's retries and a `new` killed by colabq's timeout) take
+`release` and run once per release colabq drives.
+"""
 
 from __future__ import annotations
 
@@ -13,17 +18,20 @@ from typing import Any
 
 import pytest
 
-from worker.colab.driver import ColabCli, check_version
+from worker.colab.driver import ColabCli, check_cli
 from worker.colab.parse import StopOutcome
+from worker.colab.versions import SUPPORTED, AssignPolicy
 from worker.colab.witness import Witness, confirm_gone
 from worker.errors import (
     AllocationRefused,
     ColabError,
     ColabNotAuthenticated,
+    ColabTimeout,
     ColabTransportError,
     RemotePathNotFound,
     SessionNameInUse,
 )
+from worker.session.reconcile import Found, reconcile_new
 
 OPS = Path(__file__).resolve().parents[2] / "ops"
 if str(OPS) not in sys.path:
@@ -57,8 +65,13 @@ class Setup:
         set_fault(self.emu_home, command, **fields)
 
 
+@pytest.fixture(params=SUPPORTED)
+def release(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
 @pytest.fixture
-def setup(tmp_path: Path) -> Iterator[Setup]:
+def setup(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Setup]:
     home, emu_home, work = tmp_path / "home", tmp_path / "emu", tmp_path / "work"
     home.mkdir()
     work.mkdir()
@@ -68,15 +81,19 @@ def setup(tmp_path: Path) -> Iterator[Setup]:
         "HOME": str(home),
         "COLAB_EMU_HOME": str(emu_home),
     }
-    driver = ColabCli(OPS / "colab", tmp_path / "worker" / "sessions.json", env=env)
+    if "release" in request.fixturenames:
+        env["COLAB_EMU_VERSION"] = request.getfixturevalue("release")
+    # Quick retries (the CLI's own variables, which the driver sets for every call).
+    policy = AssignPolicy(request_timeout_s=120.0, retries=3, backoff_s=0.1)
+    driver = ColabCli(OPS / "colab", tmp_path / "worker" / "sessions.json", env=env, assign=policy)
     state = Setup(driver, env, emu_home, work)
     yield state
     state.admin("kill-all")
 
 
-def test_a_session_from_new_to_gone(setup: Setup) -> None:
+def test_a_session_from_new_to_gone(setup: Setup, release: str) -> None:
     driver, work = setup.driver, setup.work
-    check_version(driver)
+    assert check_cli(driver).version == release
     assert driver.usage().active_assignments == 0
 
     driver.new("cq-life", "T4", high_mem=False)
@@ -143,13 +160,13 @@ def test_a_stop_that_fails_keeps_the_record_for_a_retry(setup: Setup) -> None:
     assert setup.driver.stop("cq-retry") is StopOutcome.STOPPED
 
 
-def test_the_update_banner_never_reaches_the_parsers(setup: Setup) -> None:
-    setup.admin("set-latest-version", "0.7.5")
+def test_the_update_banner_never_reaches_the_parsers(setup: Setup, release: str) -> None:
+    setup.admin("set-latest-version", "0.7.6")
     assert setup.driver.status("cq-none") is None
     settings = Path(setup.env["HOME"]) / ".config" / "colab-cli" / "settings.json"
     assert json.loads(settings.read_text())["enable_update_check"] is False
     # Something turns the check back on after the driver's first call: the banner is back.
-    settings.write_text(json.dumps({"enable_update_check": True, "latest_version": "0.7.5"}))
+    settings.write_text(json.dumps({"enable_update_check": True, "latest_version": "0.7.6"}))
     raw = subprocess.run(
         [str(OPS / "colab"), "usage"],
         stdin=subprocess.DEVNULL,
@@ -158,7 +175,7 @@ def test_the_update_banner_never_reaches_the_parsers(setup: Setup) -> None:
         env=setup.env,
         timeout=30,
     )
-    assert "A new version of Colab CLI is available" in raw.stdout
+    assert f"A new version of Colab CLI is available: 0.7.6 (current: {release})" in raw.stdout
     assert setup.driver.usage().active_assignments == 0
     assert setup.driver.status("cq-none") is None
 
@@ -219,3 +236,60 @@ def test_a_record_the_cli_pruned_while_its_vm_lives_is_written_again(setup: Setu
     # Unassigned under its record: the account no longer holds it, whatever the record says.
     setup.admin("unassign", seen.endpoint)
     assert confirm_gone(driver, "cq-pruned", seen.endpoint, events.append) is Witness.GONE
+
+
+def test_the_assignment_retries_reach_the_caller_and_assign_once(
+    setup: Setup, release: str
+) -> None:
+    """Two 502s on the assignment POST: 0.7.5 retries (its colab.log lines reach the caller) and
+    assigns one VM; 0.7.4 fails at the first, assigning nothing."""
+    setup.fault("assign", http=502, times=2)
+    seen: list[str] = []
+    if release == "0.7.4":
+        with pytest.raises(ColabTransportError):
+            setup.driver.new("cq-retry", "T4", high_mem=False, on_retry=seen.append)
+        assert seen == [] and setup.driver.sessions() == []
+        return
+    setup.driver.new("cq-retry", "T4", high_mem=False, on_retry=seen.append)
+    assert [line.split(" (at ")[0] for line in seen] == [
+        "Assignment request failed; retrying in 0s"
+    ] * 2
+    [listed] = setup.driver.sessions()
+    assert listed.name == "cq-retry"
+
+
+def hasty(setup: Setup) -> ColabCli:
+    """A driver whose timeout on `new` is short: one POST of at most 1 s, no retry (the CLI's
+    own variables), and 3 s more; its release checked, so that the 0.7.5 worst case holds."""
+    driver = ColabCli(setup.driver.binary, setup.driver.config_path, env=setup.env,
+                      assign=AssignPolicy(1.0, 0, 0.0), new_margin_s=3.0)  # fmt: skip
+    assert check_cli(driver).version == "0.7.5" and driver.new_timeout_s() == 6.0
+    return driver
+
+
+def test_a_new_killed_after_its_record_is_adopted_by_name(setup: Setup) -> None:
+    """colabq's timeout fires (a CLI stalled after writing its record): the name's VM is found
+    live and adopted; one assignment. (0.7.5, which reads the variables that make the worst case
+    short; 0.7.4's is 3 x 120 s whatever colabq sets.)"""
+    setup.fault("new", hang=True, stall_at="state", times=1)
+    driver = hasty(setup)
+    with pytest.raises(ColabTimeout):
+        driver.new("cq-slow", "T4", high_mem=False)
+    found = reconcile_new(driver, "cq-slow", None, print)
+    [listed] = driver.sessions()
+    assert (found.found, found.endpoint) == (Found.ADOPTED, listed.endpoint)
+    assert listed.name == "cq-slow"
+
+
+def test_a_new_killed_before_assigning_left_nothing_by_name(setup: Setup) -> None:
+    """Killed while it waited on the backend: nothing under the name; an unrelated unnamed
+    assignment is reported, never adopted."""
+    orphan = setup.admin("orphan", "--gpu", "T4").strip()
+    setup.fault("new", delay_s=60, times=1)
+    driver = hasty(setup)
+    with pytest.raises(ColabTimeout):
+        driver.new("cq-slow", "T4", high_mem=False)
+    found = reconcile_new(driver, "cq-slow", None, print)
+    assert found.found is Found.NOTHING and found.endpoint is None
+    assert found.unnamed == (f"{orphan} (T4)",)
+    assert [s.endpoint for s in driver.sessions()] == [orphan]

@@ -72,6 +72,19 @@ def test_job_exiting_3_fails_with_3_and_is_released(fleet: Fleet) -> None:
     assert fleet.colab("sessions").stdout.strip() == "[colab] No active sessions found on server."
 
 
+def test_a_job_that_exits_127_says_which_command_was_not_found(fleet: Fleet) -> None:
+    """Exit 127 (126): the reason says what could not be run, from what the wrapper saw."""
+    job_id = submit(fleet, "echo preparing\nset -e\nfrobnicate-the-weights --all\n")
+    assert fleet.wait_terminal(job_id) is JobState.FAILED
+    rec = fleet.ledger.get(job_id)
+    assert rec.get("exit_code") == "127"
+    assert rec.reason.startswith(
+        "a command was not found: frobnicate-the-weights (exit 127); install it"
+    ), rec.reason
+    status = runner.invoke(app, ["status", job_id, "--json"], env=fleet.env)
+    assert json.loads(status.output)["report"]["reason"] == rec.reason
+
+
 def test_logs_follow_streams_lines_while_the_job_runs(fleet: Fleet) -> None:
     job_id = submit(fleet, "echo tick-1\nsleep 4\necho tick-2\n")
     follower = subprocess.Popen(

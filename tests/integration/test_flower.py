@@ -154,6 +154,9 @@ def test_flower_shows_the_jobs_phase_then_the_truth_about_its_end(
         body = fetch(f"{flower}{page}")
         assert "phase-test" not in body, page  # a marker planted in the script: on no page
     assert "mnist-mlp-bs64-lr1e-3-flower" in fetch(f"{flower}{table}")  # the list shows the job
+    # Flower's own /metrics stays, for Prometheus beside `colabq metrics` (it needs no login).
+    with urllib.request.urlopen(f"{flower}/metrics", timeout=10) as resp:
+        assert 'task="colabq.run_job"' in resp.read().decode()
 
     bad = submit(fleet, "echo about-to-fail\nexit 3\n", "mnist-mlp-bs64-lr1e-3-exit3")
     seen = watch(flower, bad)
@@ -186,3 +189,19 @@ def test_flower_refuses_without_a_login_and_keeps_its_state(fleet: Fleet) -> Non
         assert task(url, job_id).get("state") == "SUCCESS"
     finally:
         stop(proc)
+
+
+def test_flower_shows_a_running_jobs_progress(fleet: Fleet, flower: str) -> None:
+    """The run's progress (issue 27) on its job page: the task's `result` while it runs."""
+    from tests.integration.test_progress_on_vm import tqdm_job
+
+    job_id = submit(fleet, tqdm_job(40, 0.5), "mnist-mlp-bs64-lr1e-3-progress")
+    deadline = time.monotonic() + 90
+    shown = ""
+    while time.monotonic() < deadline and "ETA" not in shown:
+        shown = str(task(flower, job_id).get("result") or "")
+        time.sleep(0.3)
+    assert shown.startswith("progress: ") and "/40 it)" in shown and "ETA" in shown, shown
+    assert task(flower, job_id).get("state") == "RUNNING"
+    assert "progress: " in fetch(f"{flower}/task/{job_id}")  # the job's page
+    assert fleet.wait_terminal(job_id, timeout_s=120) is JobState.SUCCEEDED

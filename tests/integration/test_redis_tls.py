@@ -5,7 +5,6 @@ behind a password, its certificate checked against the CA the URL names."""
 from __future__ import annotations
 
 import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,7 +12,7 @@ import pytest
 import redis
 
 from producer.broker import free_port
-from tests.conftest import start_redis_server
+from tests.conftest import make_certificate, start_redis_server
 from tests.integration.conftest import Fleet
 from tests.integration.test_run_on_vm import submit
 from worker.states import JobState
@@ -27,13 +26,7 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     if shutil.which("redis-server") is None or shutil.which("openssl") is None:
         pytest.skip("redis-server and openssl are needed")
     root = tmp_path_factory.mktemp("tls")
-    cert, key = root / "cert.pem", root / "key.pem"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key),
-         "-out", str(cert), "-days", "1", "-subj", "/CN=127.0.0.1",
-         "-addext", "subjectAltName=IP:127.0.0.1"],
-        check=True, capture_output=True,
-    )  # fmt: skip
+    cert, key = make_certificate(root)
     port = free_port()
     conf = (
         f"port 0\ntls-port {port}\nbind 127.0.0.1\ntls-cert-file {cert}\ntls-key-file {key}\n"

@@ -137,13 +137,16 @@ def test_worker_sigkilled_mid_run_watchdog_recovers_and_ends_the_session(fleet: 
     assert "recovered the results" in rec.reason
 
 
-def test_cli_killed_after_assignment_session_still_found_and_stopped(fleet: Fleet) -> None:
+def test_cli_killed_after_writing_its_record_the_vm_is_adopted_by_name(fleet: Fleet) -> None:
+    # The CLI dies after writing its record (before `Session READY.`): not the job's failure.
+    # The record names the VM (`worker/session/reconcile.py`): the job goes on with it.
     fleet.emu("faults", "set", "new", json.dumps({"kill_after": "state", "times": 1}))
-    job_id = submit(fleet, "echo never\n")
-    assert fleet.wait_terminal(job_id) is JobState.FAILED
+    job_id = submit(fleet, "echo ran-on-the-adopted-vm\n")
+    assert fleet.wait_terminal(job_id) is JobState.SUCCEEDED, fleet.ledger.get(job_id).reason
     rec = fleet.ledger.get(job_id)
-    assert rec.get("endpoint"), "the endpoint written by the CLI before it died was recorded"
-    assert "allocation failed" in rec.reason
+    [assigned] = fleet.billing()
+    assert rec.get("endpoint") == assigned["endpoint"], "one VM: the one the CLI recorded"
+    assert "ran-on-the-adopted-vm" in fleet.output(job_id)
     assert fleet.colab("sessions").stdout.strip() == NO_SESSIONS
 
 
@@ -158,6 +161,9 @@ def test_cli_killed_before_writing_state_assignment_is_never_touched(fleet: Flee
     # The assignment the killed CLI made has no record: reported, never stopped.
     listed = fleet.colab("sessions").stdout.strip().splitlines()
     assert len(listed) == 1 and listed[0].startswith("[?] ")
+    orphan = listed[0].split()[1]
+    logged = [ln.text for ln in fleet.ledger.read_log(job_id, count=1000)]
+    assert any(f"no CLI record names: {orphan} (T4)" in ln for ln in logged), logged
 
 
 def test_balance_below_budget_fails_before_allocation_and_buys_nothing(fleet: Fleet) -> None:

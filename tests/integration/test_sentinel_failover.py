@@ -10,7 +10,11 @@ replica is lost with it. The planned switchover (README, "Redis Sentinel") loses
 are paused until the replica has them all. kill -9 may lose the master's last instant of writes
 (here there is no writer faster than the replica link, and none is lost); what colabq writes
 twice (heartbeats, leases) comes back on its own, and a message lost from a queue is sent again
-by the janitor (a QUEUED job no queue holds, after COLABQ_ORPHAN_GRACE_S)."""
+by the janitor (a QUEUED job no queue holds, after COLABQ_ORPHAN_GRACE_S).
+
+The same holds with every part of a deployment across machines (`full_security`): the master
+behind a password, colabq an ACL user there, the sentinels behind their own password with an
+ACL user of theirs for colabq, and TLS on every connection."""
 
 from __future__ import annotations
 
@@ -18,13 +22,19 @@ import hashlib
 import time
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import redis
 
 from producer.doctor import Status, sentinel_row
 from tests.integration.conftest import Fleet, start_worker, stop_worker
-from tests.integration.sentinel_cluster import MASTER_NAME, SentinelCluster, direct, wait_until
+from tests.integration.sentinel_cluster import (
+    MASTER_NAME,
+    SentinelCluster,
+    full_security,
+    wait_until,
+)
 from tests.integration.test_run_on_vm import assert_each_line_once, numbered, submit
 from worker.records.forward import FORWARD_SCRIPT
 from worker.settings import load_settings
@@ -35,21 +45,31 @@ LINES = 30  # 0.1 s apart: each job runs about 3 s
 JOBS = 4  # two run at once (two workers), two wait queued
 
 
+SECURED = "passwords and TLS"
+
+
 @pytest.fixture
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SentinelCluster]:
-    with SentinelCluster(tmp_path_factory.mktemp("sentinel")) as c:
+def cluster(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[SentinelCluster]:
+    root = tmp_path_factory.mktemp("sentinel")
+    security = full_security(root) if getattr(request, "param", None) == SECURED else None
+    with SentinelCluster(root, security=security) as c:
         yield c
 
 
 @pytest.fixture
 def redis_url(cluster: SentinelCluster, monkeypatch: pytest.MonkeyPatch) -> str:
-    monkeypatch.setenv("COLABQ_REDIS_MASTER_NAME", MASTER_NAME)  # the fixture's own ledger
+    for name, value in cluster.env().items():  # the fixture's own ledger's settings
+        monkeypatch.setenv(name, value)
     return cluster.url
 
 
 @pytest.fixture
-def fleet_env_extra() -> dict[str, str]:
-    return {"COLABQ_REDIS_MASTER_NAME": MASTER_NAME}
+def fleet_env_extra(cluster: SentinelCluster, tmp_path: Path) -> dict[str, str]:
+    # The worker's gate opens the test's folder to ACL users' local stores (no other folder is
+    # open under ACLs: `worker.people.destinations`).
+    return {**cluster.env(), "COLABQ_LOCAL_STORE_ROOT": str(tmp_path)}
 
 
 def states(fleet: Fleet, ids: list[str]) -> dict[str, int]:
@@ -62,7 +82,11 @@ def beats(client: redis.Redis, fleet: Fleet, ids: list[str]) -> list[float]:
     return [float(b) for i in ids if (b := client.hget(keys.watch(i), "heartbeat_at"))]
 
 
-@pytest.mark.parametrize("how", ["switchover", "kill -9"])
+@pytest.mark.parametrize(
+    ("how", "cluster"),
+    [("switchover", "plain"), ("kill -9", "plain"), ("kill -9", SECURED)],
+    indirect=["cluster"],
+)
 def test_a_failover_loses_no_job_and_runs_none_twice(
     fleet: Fleet, cluster: SentinelCluster, how: str
 ) -> None:
@@ -85,14 +109,14 @@ def test_a_failover_loses_no_job_and_runs_none_twice(
         said = f"3 of 3 sentinel(s) answer for '{MASTER_NAME}': the master is 127.0.0.1:{old}, "
         assert f"{said}with 1 replica(s) up; OK 3 usable Sentinels" in before_row.detail, before_row
         sha = hashlib.sha1(FORWARD_SCRIPT.encode()).hexdigest()
-        assert direct(replica).script_exists(sha) == [False]  # scripts are not replicated
-        last_beat = max(beats(direct(old), fleet, ids))
+        assert cluster.data(replica).script_exists(sha) == [False]  # scripts are not replicated
+        last_beat = max(beats(cluster.data(old), fleet, ids))
         failed_at = time.monotonic()
         if how == "switchover":
             cluster.switchover()
         else:
             cluster.kill(old)
-        new_master = direct(replica)
+        new_master = cluster.data(replica)
         wait_until(lambda: max(beats(new_master, fleet, ids)) > last_beat, "a beat", 30)
         resumed_s = time.monotonic() - failed_at
         assert cluster.master_port() == replica

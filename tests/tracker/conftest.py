@@ -11,7 +11,7 @@ from pathlib import Path
 import fakeredis
 import pytest
 
-from tests.factories import make_spec
+from tests.factories import SESSION, make_spec
 from worker.clock import FakeClock
 from worker.janitor.run import JanitorReport, Row
 from worker.records.keys import Keys
@@ -35,7 +35,7 @@ def running_job(ledger: Ledger, spec: JobSpec | None = None, owner: str = "w1") 
     job_id, _ = ledger.create(spec)
     assert ledger.claim(job_id, owner, ttl_s=30)
     ledger.transition(job_id, S.ALLOCATING, owner=owner, reason="claimed")
-    ledger.set_fields(job_id, owner=owner, endpoint=f"gpu-{job_id}", session="colabq-x")
+    ledger.set_fields(job_id, owner=owner, endpoint=f"gpu-{job_id}", session=SESSION)
     ledger.transition(job_id, S.STARTING, owner=owner, reason="up")
     ledger.transition(job_id, S.RUNNING, owner=owner, reason="run")
     return spec

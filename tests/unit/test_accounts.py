@@ -31,11 +31,14 @@ Scopes:
 """
 
 
-def test_whoami_is_read_as_the_lower_case_email() -> None:
+def test_whoami_is_read_as_the_lower_case_email_or_none_without_one() -> None:
     assert parse_whoami(WHOAMI) == "alice@example.com"
+    # A token without the userinfo.email scope (ADC can be one): the real command says so.
     no_email = WHOAMI.replace("Alice@Example.com", "<unavailable: token has no userinfo.email "
                               "scope>")  # fmt: skip
-    for text in (no_email, "Email:         a@b\n", ""):
+    assert parse_whoami(no_email) is None
+    for text in ("Email:         a@b\n", "", WHOAMI.replace("Alice@Example.com", "<none>"),
+                 WHOAMI + "Email:         b@c.d\n"):  # fmt: skip
         with pytest.raises(ColabUnrecognisedOutput):
             parse_whoami(text)
 

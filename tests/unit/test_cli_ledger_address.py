@@ -1,10 +1,10 @@
 """What `colabq status` reads of the settings without pydantic-settings (`ledger_address`) is
 what the settings object says, valid or not, in the same one line; any other setting set (or a
-.env that may set one) makes it build the settings object. And `print_line` prints as rich."""
+settings file that may set one) makes it build the settings object. And `print_line` prints as
+rich."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -14,21 +14,18 @@ from rich.text import Text
 
 from producer import clictx
 from producer.clictx import LEDGER_DEFAULTS, ledger_address, print_line
+from tests.unit.settings_env import isolate_settings, user_settings_file
 from worker.errors import ConfigError
 from worker.settings import Settings, load_settings
 
 
 @pytest.fixture(autouse=True)
 def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """No setting of the developer's shell or a stray .env: each test sets what it reads."""
-    for name in list(os.environ):
-        if name.upper().startswith("COLABQ_"):
-            monkeypatch.delenv(name)
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.chdir(tmp_path)
+    """No setting of the developer's shell or settings file: each test sets what it reads."""
+    isolate_settings(monkeypatch, tmp_path)
 
 
-Said = tuple[str, str, str | None] | str
+Said = tuple[object, ...] | str
 
 
 def _settings_say() -> Said:
@@ -36,7 +33,7 @@ def _settings_say() -> Said:
         s = load_settings()
     except ConfigError as exc:
         return str(exc)
-    return s.redis_url, s.key_prefix, s.redis_master_name
+    return s.redis_url, s.key_prefix, s.redis_master_name, s.sentinel_login()
 
 
 def _address_says(monkeypatch: pytest.MonkeyPatch) -> tuple[Said, bool]:
@@ -56,7 +53,7 @@ def _address_says(monkeypatch: pytest.MonkeyPatch) -> tuple[Said, bool]:
 
 
 SENTINELS = "sentinel://s1:26379;sentinel://:pw@s2:26380/3"
-# (environment, .env text or None, the settings object built)
+# (environment, the settings file's text or None, the settings object built)
 CASES: list[tuple[dict[str, str], str | None, bool]] = [
     ({}, None, False),
     ({"COLABQ_REDIS_URL": "redis://cache.internal:7000/2"}, None, False),
@@ -82,6 +79,19 @@ CASES: list[tuple[dict[str, str], str | None, bool]] = [
     ({"COLABQ_REDIS_URL": "sentinel://a:1/1;sentinel://b:2/2"}, None, False),
     ({"COLABQ_REDIS_MASTER_NAME": "ignored"}, None, False),
     ({"COLABQ_REDIS_URL": SENTINELS}, "COLABQ_REDIS_MASTER_NAME=fromfile\n", True),
+    # The sentinels' own login: read there too, checked as the settings check it.
+    ({"COLABQ_REDIS_URL": SENTINELS, "COLABQ_REDIS_MASTER_NAME": "m",
+      "COLABQ_REDIS_SENTINEL_PASSWORD": "s3cret"}, None, False),
+    ({"COLABQ_REDIS_URL": SENTINELS, "COLABQ_REDIS_MASTER_NAME": "m",
+      "COLABQ_REDIS_SENTINEL_USERNAME": "watcher", "COLABQ_REDIS_SENTINEL_PASSWORD": "s3"}, None,
+     False),
+    ({"COLABQ_REDIS_URL": SENTINELS, "COLABQ_REDIS_MASTER_NAME": "m",
+      "COLABQ_REDIS_SENTINEL_USERNAME": "watcher"}, None, False),
+    ({"COLABQ_REDIS_SENTINEL_USERNAME": "two words", "COLABQ_REDIS_SENTINEL_PASSWORD": "x"},
+     None, False),
+    ({"COLABQ_REDIS_SENTINEL_PASSWORD": ""}, None, False),
+    ({"COLABQ_REDIS_URL": SENTINELS, "COLABQ_REDIS_MASTER_NAME": "m"},
+     "COLABQ_REDIS_SENTINEL_PASSWORD=fromfile\n", True),
 ]  # fmt: skip
 
 
@@ -93,16 +103,26 @@ def test_the_ledger_address_is_what_the_settings_say(
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     if dot_env is not None:
-        (tmp_path / ".env").write_text(dot_env)
+        user_settings_file(tmp_path).write_text(dot_env)
+        user_settings_file(tmp_path).chmod(0o600)
     expected = _settings_say()
     assert _address_says(monkeypatch) == (expected, builds)
 
 
-def test_an_env_file_that_is_a_folder_is_left_to_the_settings_object(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+@pytest.mark.parametrize("bad", ["folder", "mode 0644"])
+def test_a_settings_file_that_may_not_be_read_is_the_same_line(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, bad: str
 ) -> None:
-    (tmp_path / ".env").mkdir()
-    assert _address_says(monkeypatch) == (_settings_say(), True)
+    if bad == "folder":
+        user_settings_file(tmp_path).mkdir()
+    else:
+        user_settings_file(tmp_path).write_text("COLABQ_KEY_PREFIX=team\n")
+        user_settings_file(tmp_path).chmod(0o644)
+    said = _settings_say()
+    assert isinstance(said, str) and said.startswith(
+        f"The settings file {user_settings_file(tmp_path)}"
+    )
+    assert _address_says(monkeypatch) == (said, False)
 
 
 def test_the_ledger_defaults_are_the_settings_defaults() -> None:

@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
-from worker.colab.driver import ColabCli, check_version, disable_update_check
+from worker.colab.driver import ColabCli, check_cli, disable_update_check
 from worker.colab.parse import LocalRecord, StopOutcome
+from worker.colab.versions import AssignPolicy
 from worker.errors import (
     AllocationRefused,
     ColabNotAuthenticated,
@@ -37,6 +38,7 @@ record = {{
     "typer_standard_traceback": os.environ.get("TYPER_STANDARD_TRACEBACK"),
     "settings": json.load(open(settings)) if os.path.exists(settings) else None,
     "pid": os.getpid(),
+    "colab_cli_env": {{k: v for k, v in os.environ.items() if k.startswith("COLAB_CLI_")}},
 }}
 with open(os.environ["FAKE_COLAB_LOG"], "a") as log:
     log.write(json.dumps(record) + "\\n")
@@ -51,6 +53,10 @@ if step.get("child_pid_file"):
 if step.get("create"):
     with open(sys.argv[step["create"]], "w") as f:
         f.write("downloaded")
+if step.get("cli_log"):  # lines the CLI's logging appends to ~/.config/colab-cli/colab.log
+    os.makedirs(os.path.dirname(settings), exist_ok=True)
+    with open(os.path.join(os.path.dirname(settings), "colab.log"), "a") as f:
+        f.write("".join(line + "\\n" for line in step["cli_log"]))
 sys.stdout.write(step.get("stdout", ""))
 sys.stderr.write(step.get("stderr", ""))
 sys.stdout.flush()
@@ -225,6 +231,61 @@ def test_new_with_a_free_name_and_known_gpu_runs(fake: Fake) -> None:
     assert call["argv"][2:] == ["new", "-s", "job2", "--gpu", "L4", "--high-mem"]
 
 
+READY = "[colab] Creating session 'job2'...\n[colab] Session READY.\n"
+# 0.7.5's retry warning as its logging writes it (common.setup_logging's format), and the rest
+# of colab.log (DEBUG lines with tokens), which never reaches a caller.
+RETRY = "2026-12-04 10:00:0{i},123 - colab_cli.client - WARNING - Assignment request failed; "
+DEBUG = "2026-12-04 10:00:00,001 - colab_cli.client - DEBUG - Request Headers: {'Bearer': 'x'}"
+
+
+def test_every_call_sets_the_clis_own_assignment_variables(fake: Fake) -> None:
+    fake.plan(status={"stdout": STATUS_LINE})
+    fake.cli.status("job1")
+    policy = AssignPolicy(request_timeout_s=45.0, retries=2, backoff_s=5.0)
+    cli = ColabCli(fake.cli.binary, fake.config, env=fake.cli.exec_env(), assign=policy)
+    cli.status("job1")
+    first, second = fake.calls()
+    assert first["colab_cli_env"] == {"COLAB_CLI_REQUEST_TIMEOUT": "120",
+        "COLAB_CLI_ASSIGN_RETRIES": "3", "COLAB_CLI_RETRY_BACKOFF": "10"}  # fmt: skip
+    assert second["colab_cli_env"] == {"COLAB_CLI_REQUEST_TIMEOUT": "45",
+        "COLAB_CLI_ASSIGN_RETRIES": "2", "COLAB_CLI_RETRY_BACKOFF": "5"}  # fmt: skip
+
+
+def test_new_outlasts_the_worst_case_of_the_release_it_checked(fake: Fake) -> None:
+    policy = AssignPolicy(request_timeout_s=20.0, retries=3, backoff_s=10.0)
+    cli = ColabCli(fake.cli.binary, fake.config, env=fake.cli.exec_env(), assign=policy,
+                   new_margin_s=30.0)  # fmt: skip
+    # Before any `colab version`: the longest known release's (0.7.4: 3 x 120 s, no variable).
+    assert cli.new_timeout_s() == 360.0 + 30.0
+    fake.plan(version={"stdout": "Version: 0.7.5\n"})
+    cli.version()
+    # 0.7.5: refresh + GET + 4 POSTs + 3 GETs at 20 s, and 10 + 20 + 40 s of backoff.
+    assert cli.new_timeout_s() == 9 * 20.0 + 70.0 + 30.0
+
+
+def test_new_reports_the_retries_the_cli_logged_meanwhile_success_or_not(fake: Fake) -> None:
+    log = fake.home / ".config" / "colab-cli" / "colab.log"
+    log.parent.mkdir(parents=True)
+    log.write_text(RETRY.format(i=0) + "retrying in 10s\n")  # an earlier call's: not this one's
+    logged = [DEBUG, RETRY.format(i=1) + "retrying in 10s", RETRY.format(i=3) + "retrying in 20s"]
+    fake.plan(new={"stdout": READY, "cli_log": logged})
+    seen: list[str] = []
+    fake.cli.new("job2", "T4", high_mem=False, on_retry=seen.append)
+    assert seen == [
+        "Assignment request failed; retrying in 10s (at 2026-12-04 10:00:01)",
+        "Assignment request failed; retrying in 20s (at 2026-12-04 10:00:03)",
+    ]
+    fake.config.unlink(missing_ok=True)
+    fake.plan(new={"stdout": "[colab] Creating session 'job3'...\n", "rc": 1,
+                   "stderr": "Traceback (most recent call last):\ncolab_cli.client."
+                   "ColabRequestError: Failed to issue request POST x: 502 Server Error\n",
+                   "cli_log": [RETRY.format(i=5) + "retrying in 10s"]})  # fmt: skip
+    seen.clear()
+    with pytest.raises(ColabTransportError):
+        fake.cli.new("job3", "T4", high_mem=False, on_retry=seen.append)
+    assert seen == ["Assignment request failed; retrying in 10s (at 2026-12-04 10:00:05)"]
+
+
 def test_new_without_ready_is_unrecognised(fake: Fake) -> None:
     fake.plan(new={"stdout": "[colab] Creating session 'job2'...\n"})
     with pytest.raises(ColabUnrecognisedOutput):
@@ -296,9 +357,11 @@ def test_usage_and_version_check(fake: Fake) -> None:
         version={"stdout": "Version: 0.7.5\n"},
     )
     assert fake.cli.usage().balance_units == 9.5
+    assert check_cli(fake.cli).version == "0.7.5"
+    fake.plan(version={"stdout": "Version: 0.8.0\n"})
     with pytest.raises(ColabVersionMismatch):
-        check_version(fake.cli)
-    check_version(fake.cli, expected="0.7.5")
+        check_cli(fake.cli)
+    assert check_cli(fake.cli, unlisted_ok="0.8.0").unlisted
 
 
 def test_upload_passes_absolute_paths_and_types_failure(fake: Fake, tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ beat, scalable workers, healthy Redis first, no secret in any environment, real 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -23,12 +24,16 @@ def compose() -> dict:
 
 
 WORKERS = ("worker-t4", "worker-a100")
+MONITORING = ("prometheus", "grafana")
 
 
 def test_services_present(compose: dict) -> None:
-    assert set(compose["services"]) == {"redis", *WORKERS, "beat", "gate", "flower", "notifier"}
+    assert set(compose["services"]) == {"redis", *WORKERS, "beat", "gate", "flower", "notifier",
+                                        "metrics", *MONITORING}  # fmt: skip
     # Only when asked for: a deployment without notifications starts as before.
     assert compose["services"]["notifier"]["profiles"] == ["notify"]
+    for name in MONITORING:
+        assert compose["services"][name]["profiles"] == ["monitoring"], name
 
 
 def test_valid_against_the_compose_specification(compose: dict) -> None:
@@ -53,7 +58,7 @@ def test_exactly_one_beat_and_scalable_workers(compose: dict) -> None:
 
 def test_everything_waits_for_a_healthy_redis(compose: dict) -> None:
     assert "healthcheck" in compose["services"]["redis"]
-    for name in (*WORKERS, "beat", "gate", "flower", "notifier"):
+    for name in (*WORKERS, "beat", "gate", "flower", "notifier", "metrics"):
         dep = compose["services"][name]["depends_on"]["redis"]
         assert dep["condition"] == "service_healthy", name
 
@@ -68,7 +73,7 @@ def test_no_secret_in_environment(compose: dict) -> None:
 
 def test_commands_exist(compose: dict) -> None:
     names = set(get_command(app).commands)  # type: ignore[attr-defined]
-    for svc in (*WORKERS, "beat", "gate", "flower", "notifier"):
+    for svc in (*WORKERS, "beat", "gate", "flower", "notifier", "metrics"):
         cmd = compose["services"][svc]["command"]
         assert cmd[0] == "colabq" and cmd[1] in names, cmd
     assert compose["services"]["flower"]["command"][:2] == ["colabq", "flower"]
@@ -154,10 +159,56 @@ def test_each_container_writes_only_its_own_copy_of_the_colab_cli_folder(
 def test_the_image_runs_colabq_on_the_python_the_tests_run_on() -> None:
     import sys
 
-    from worker.settings import Settings
+    from worker.colab.versions import NEWEST
 
     text = (ROOT / "Dockerfile").read_text()
     [base] = [ln.split()[1] for ln in text.splitlines() if ln.startswith("FROM ")]
     assert base == f"python:{sys.version_info.major}.{sys.version_info.minor}-slim", base
-    # The `colab` CLI, pinned to the version colabq speaks, on an interpreter of its own.
-    assert f"uv tool install --python 3.12 google-colab-cli=={Settings().colab_version}" in text
+    # The `colab` CLI, pinned to the newest release colabq drives, on an interpreter of its own.
+    assert f"uv tool install --python 3.12 google-colab-cli=={NEWEST.version}" in text
+
+
+def test_the_monitoring_profile_is_pinned_provisioned_and_holds_no_secret(compose: dict) -> None:
+    """`docker compose --profile monitoring config` as data: Prometheus and Grafana at exact
+    versions, every file they mount in this repository where their configuration expects it,
+    Grafana's password a secret file, every port on 127.0.0.1 only."""
+    services = compose["services"]
+    for name in MONITORING:
+        image = services[name]["image"]
+        assert re.fullmatch(r"[a-z/]+:v?\d+\.\d+\.\d+", image), image  # never `latest`
+        for port in services[name]["ports"]:
+            assert port.startswith("127.0.0.1:"), (name, port)
+        for vol in services[name]["volumes"]:
+            src = vol.split(":")[0]
+            if src.startswith("./"):
+                assert (ROOT / src).is_dir(), src
+    prom = services["prometheus"]
+    assert "./ops/monitoring/prometheus:/etc/prometheus:ro" in prom["volumes"]
+    assert "--config.file=/etc/prometheus/prometheus.yml" in prom["command"]
+    config = yaml.safe_load((ROOT / "ops/monitoring/prometheus/prometheus.yml").read_text())
+    for rules in config["rule_files"]:
+        assert (ROOT / "ops/monitoring/prometheus" / rules).is_file(), rules
+    targets = {t for job in config["scrape_configs"] for c in job["static_configs"]
+               for t in c["targets"]}  # fmt: skip
+    metrics = services["metrics"]["command"]
+    assert targets == {f"metrics:{metrics[metrics.index('--port') + 1]}", "flower:5555"}
+    assert "127.0.0.1:9815:9815" in services["metrics"]["ports"]
+    grafana = services["grafana"]
+    env = grafana["environment"]
+    assert env["GF_SECURITY_ADMIN_PASSWORD__FILE"] == "/run/secrets/grafana_admin"
+    assert "grafana_admin" in grafana["secrets"] and "grafana_admin" in compose["secrets"]
+    assert env["GF_AUTH_ANONYMOUS_ENABLED"] == "false"
+    for key in env:
+        assert "PASSWORD" not in key or key.endswith("__FILE"), key
+    mounts = dict(v.split(":")[:2] for v in grafana["volumes"] if v.startswith("./"))
+    provider = yaml.safe_load(
+        (ROOT / "ops/monitoring/grafana/provisioning/dashboards/colabq.yml").read_text()
+    )["providers"][0]["options"]["path"]
+    assert mounts["./ops/monitoring/grafana/dashboards"] == provider
+    assert env["GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH"] == f"{provider}/colabq.json"
+    assert (ROOT / "ops/monitoring/grafana/dashboards/colabq.json").is_file()
+    assert mounts["./ops/monitoring/grafana/provisioning"] == "/etc/grafana/provisioning"
+    source = yaml.safe_load(
+        (ROOT / "ops/monitoring/grafana/provisioning/datasources/prometheus.yml").read_text()
+    )["datasources"][0]
+    assert source["url"] == "http://prometheus:9090" and "9090" in prom["ports"][0]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import fakeredis
 
 from producer.eta_history import measure_from_ledger
@@ -42,3 +44,26 @@ def test_no_earlier_run_is_not_measured() -> None:
     ledger = Ledger(fakeredis.FakeRedis(), clock, Keys("t"), log_maxlen=100)
     run(ledger, clock, config="configs/other.yaml", epochs=10, run_s=1000)
     assert measure_from_ledger(ledger, "configs/ref.yaml") is None
+
+
+def test_the_measured_rate_of_a_report_comes_first_whatever_the_outcome() -> None:
+    """A run's final report records the rate its console showed (`progress.epoch_s`): it beats
+    RUNNING to PERSISTING (which counts start-up and the final sync), and a run stopped at its
+    time limit measured it too. A report that does not parse counts as none."""
+    clock = FakeClock()
+    ledger = Ledger(fakeredis.FakeRedis(), clock, Keys("t"), log_maxlen=100)
+    run(ledger, clock, config="configs/ref.yaml", epochs=10, run_s=1000)  # timed: 100 s/epoch
+    for end, epoch_s in ((S.SUCCEEDED, 80.0), (S.TIMED_OUT, 90.0)):
+        run(ledger, clock, config="configs/ref.yaml", epochs=10, run_s=5000, end=end)
+        newest = ledger.list_jobs(1)[0].job_id
+        report = {"progress": {"unit": "epoch", "rate_per_s": 1 / epoch_s, "epoch_s": epoch_s}}
+        ledger.r.hset(ledger.keys.job(newest), "report", json.dumps(report))
+    run(ledger, clock, config="configs/ref.yaml", epochs=10, run_s=7000)
+    ledger.r.hset(ledger.keys.job(ledger.list_jobs(1)[0].job_id), "report", "{not json")
+    assert measure_from_ledger(ledger, "configs/ref.yaml") == 85.0
+    # A forged or damaged rate is no rate: the timed runs are what is left.
+    for job in ledger.list_jobs(10):
+        if job.get("report", "").startswith('{"progress"'):
+            ledger.r.hset(ledger.keys.job(job.job_id), "report", '{"progress": {"epoch_s": -1}}')
+    # (the successful runs, timed: 100, 500 and 700 s/epoch; the one stopped at its limit not)
+    assert measure_from_ledger(ledger, "configs/ref.yaml") == 500.0

@@ -1,6 +1,8 @@
-"""The Hub token a job's uploads use, chosen on the worker host before allocation: its
-destination's, else its user's, else the host's; a bad chosen file, or none where one is needed,
-is this host's failure in one line naming the file; never a fallback to a less specific token."""
+"""The Hub token a job's uploads use, chosen on the worker host before allocation by its
+destination and its user together (`worker.people.destinations`: tests/unit/test_destinations.py
+has the rule's table): the worker trusts no gate, its user is the owner in the job's id; a bad
+chosen file, or none where one is needed, is this host's failure in one line naming the file;
+another user's destination is the job's, in one line."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import pytest
 from tests.factories import make_spec
 from worker.errors import SecretFileError
 from worker.fleet.causes import Cause, cause_of
+from worker.people.tokenscope import TokenScope
 from worker.session import hubtoken
 from worker.settings import Settings
 from worker.spec import ArtifactDest
@@ -30,22 +33,46 @@ def folder(tmp_path: Path) -> Path:
     return tmp_path / "tokens"
 
 
+def scope(path: Path) -> TokenScope:
+    return TokenScope(path.name, (path.name, f"{path.name}-lab"))
+
+
 def test_the_destinations_token_then_the_users_then_the_hosts(tmp_path: Path, folder: Path) -> None:
+    """Without ACLs (a plain job id), as before: every token serves every user it may."""
     host = token(tmp_path / "host")
     settings = Settings(hf_token_file=host, hf_token_dir=folder)
     spec = make_spec(artifact=HUB, submitted_by="Alice@laptop")
-    assert hubtoken.choose(spec, settings).whose == "host"
+    assert hubtoken.choose(spec, settings, scope).whose == "host"
     user = token(folder / "user" / "alice")
-    assert hubtoken.choose(spec, settings) == hubtoken.HubToken(
-        user, "user", (folder / "dest" / "alice-lab__detr", user, host)
+    assert hubtoken.choose(spec, settings, scope) == hubtoken.HubToken(
+        user, "user", (folder / "dest" / "alice-lab__detr", user)
     )
     dest = token(folder / "dest" / "alice-lab__detr")
-    chosen = hubtoken.choose(spec, settings)
+    chosen = hubtoken.choose(spec, settings, scope)
     assert (chosen.path, chosen.whose) == (dest, "destination")
     assert chosen.describe() == f"the destination's Hub token ({dest})"
     # Another user's job to another repo: the host's.
     other = make_spec(artifact=HUB.model_copy(update={"repo": "bob/x"}), submitted_by="bob@h")
-    assert hubtoken.choose(other, settings).path == host
+    assert hubtoken.choose(other, settings, scope).path == host
+
+
+def test_an_owned_job_never_gets_another_users_destination(tmp_path: Path, folder: Path) -> None:
+    """Under ACLs the job's owner is its user, whatever a gate let through: bob's repo, which
+    has its own token for bob alone, is refused before allocation, and that is the job's fault."""
+    token(folder / "dest" / "bob__model")
+    token(folder / "dest" / "bob__model.users", "bob\n", 0o644)
+    token(folder / "user" / "alice")
+    settings = Settings(hf_token_dir=folder, hf_token_file=token(tmp_path / "host"))
+    bobs = HUB.model_copy(update={"repo": "bob/model"})
+    spec = make_spec(job_id="0123456789abcdef.alice", submitted_by="alice", artifact=bobs,
+                     secrets=("hf_token",))  # fmt: skip
+    with pytest.raises(hubtoken.NotYourDestination) as caught:
+        hubtoken.choose(spec, settings, scope)
+    assert caught.value.advice().startswith("hf:bob/model is not alice's to use: ")
+    assert cause_of(caught.value) is Cause.JOB
+    assert hubtoken.token_path(spec, settings, scope) is None  # never raises
+    mine = make_spec(job_id="0123456789abcdef.bob", submitted_by="bob", artifact=bobs)
+    assert hubtoken.choose(mine, settings, scope).whose == "destination"
 
 
 def test_a_bad_chosen_file_is_this_hosts_failure_and_never_falls_back(

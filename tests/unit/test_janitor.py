@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import fakeredis
 import pytest
 
-from tests.factories import make_spec
+from tests.factories import SESSION, make_spec
 from worker.clock import FakeClock
 from worker.colab.parse import ServerSession
 from worker.errors import ColabTransportError
@@ -17,6 +17,8 @@ from worker.janitor.classify import Do, find_account_findings, find_job_findings
 from worker.janitor.run import JanitorDeps, janitor_pass
 from worker.janitor.settle import settle_outcome
 from worker.janitor.snapshot import JobView, Snapshot
+from worker.metrics.counts import ACTIONS, read_counts
+from worker.metrics.ended import read_ended
 from worker.records.keys import Keys
 from worker.records.ledger import ForwardItem, Ledger
 from worker.records.record import JobRecord
@@ -43,6 +45,9 @@ SETTLE_CASES = [
     ("gone, exit 0, artifacts missing", record(), {"gone_verified_at": "1", "exec_exit": "0"},
      MISSING, None, S.FAILED),
     ("gone, exit 3", record(), {"gone_verified_at": "1", "exec_exit": "3"}, OK, None, S.FAILED),
+    ("gone, exit 127, the wrapper said why", record(),
+     {"gone_verified_at": "1", "exec_exit": "127", "exec_exit_why": "nobody\tsh: 1: uv: not found"},
+     OK, None, S.FAILED),
     ("gone, exit only in the store", record(), {"gone_verified_at": "1"}, OK, None, S.SUCCEEDED),
     ("gone, exit nowhere", record(), {"gone_verified_at": "1"},
      Verification(False, None, (), (), "no exit_code"), None, S.FAILED_LOST),
@@ -71,6 +76,10 @@ def test_settle_outcome(
     assert (got.state if got else None) is expect
     if "exec_code" in watch:
         assert got is not None and "the job's code is not on the VM: not fetchable" in got.reason
+    if "exec_exit_why" in watch:
+        assert got is not None and got.reason.startswith(
+            "owner died; a command was not found: uv (exit 127)"
+        ), got.reason
 
 
 # --- finding (pure) -------------------------------------------------------------------------
@@ -78,7 +87,7 @@ def test_settle_outcome(
 
 def view(job_id: str = "j1", state: S | None = S.RUNNING, **kw: object) -> JobView:
     base: dict[str, object] = dict(
-        job_id=job_id, state=state, owner="o", endpoint="gpu-1", session="colabq-x",
+        job_id=job_id, state=state, owner="o", endpoint="gpu-1", session=SESSION,
         created_at=NOW - 10, lock_held=False, watchdog_beat_at=None, gone_verified=False,
         exec_exit=None, final_upload=None, results_local=None, cancel=False, resent_at=None,
         lease_expired=True,
@@ -191,7 +200,7 @@ def _running_job(ledger: Ledger, endpoint: str = "gpu-1") -> str:
     job_id, _ = ledger.create(make_spec())
     assert ledger.claim(job_id, "w1", ttl_s=30)
     ledger.transition(job_id, S.ALLOCATING, owner="w1", reason="claimed")
-    ledger.set_fields(job_id, owner="w1", endpoint=endpoint, session="colabq-x")
+    ledger.set_fields(job_id, owner="w1", endpoint=endpoint, session=SESSION)
     ledger.transition(job_id, S.STARTING, owner="w1", reason="up")
     ledger.transition(job_id, S.RUNNING, owner="w1", reason="run")
     return job_id
@@ -221,6 +230,13 @@ def test_pass_settles_an_expired_job_whose_session_is_gone(ledger: Ledger) -> No
     settled = json.loads(rec.get("report") or "{}")
     assert settled["duration"]["held_s"] == 60.0
     assert settled["compute_units"]["units"] == round(1.76 * 60 / 3600, 4)
+    # `colabq metrics` counts the settlement (the dry run counted nothing), as the report says.
+    ended = read_ended(ledger.r.hgetall(ledger.keys.metrics_ended()))
+    assert ended.jobs == {("succeeded", "T4", "none", "none"): 1}
+    assert ended.held_s == {("T4", "none", "none"): 60.0}
+    assert read_counts(ledger.r.hgetall(ledger.keys.metrics_janitor()), ACTIONS) == (
+        {("none", "settled"): 1}, 0,
+    )  # fmt: skip
 
 
 def test_pass_leaves_a_session_to_its_live_watchdog(ledger: Ledger) -> None:
@@ -255,6 +271,8 @@ def test_account_orphan_stopped_after_grace_unknown_never(ledger: Ledger) -> Non
     ledger.clock.advance(400)  # type: ignore[attr-defined]
     later = janitor_pass(deps_for(ledger, calls), dry_run=False)
     assert calls.remote.count("stop gpu-mine") == 1
+    stopped, _ = read_counts(ledger.r.hgetall(ledger.keys.metrics_janitor()), ACTIONS)
+    assert stopped == {("none", "orphan_stopped"): 1}  # for `colabq metrics`
     assert not any("gpu-notebook" in c for c in calls.remote if c.startswith("stop"))
     [unknown] = [r for r in later.rows if r.subject == "gpu-notebook"]
     assert unknown.did == "left alone" and unknown.seen.startswith("6m")

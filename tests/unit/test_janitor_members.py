@@ -8,7 +8,7 @@ import dataclasses
 
 import pytest
 
-from tests.factories import make_spec
+from tests.factories import SESSION, make_spec
 from tests.unit.test_janitor import (
     NOW,
     Calls,
@@ -84,7 +84,7 @@ def _job_in(ledger: Ledger, state: S) -> str:
     job_id, _ = ledger.create(make_spec())
     assert ledger.claim(job_id, "w1", ttl_s=30)
     ledger.transition(job_id, S.ALLOCATING, owner="w1", reason="claimed")
-    ledger.set_fields(job_id, owner="w1", endpoint="gpu-1", session="colabq-x")
+    ledger.set_fields(job_id, owner="w1", endpoint="gpu-1", session=SESSION)
     for st in PATH[state]:
         ledger.transition(job_id, st, owner="w1", reason=f"to {st.value}")
     return job_id

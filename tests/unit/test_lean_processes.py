@@ -18,10 +18,10 @@ from pathlib import Path
 import fakeredis
 import pytest
 import redis
+from pydantic import SecretStr
 
 from worker.clock import FakeClock
 from worker.records.forward import (
-    ENV_FILE,
     ENV_PREFIX,
     Feed,
     FeedSettings,
@@ -33,7 +33,8 @@ from worker.records.keys import Keys
 from worker.records.ledger import Ledger
 from worker.session import attach, procs
 from worker.session.jobfiles import JobFiles, WatchSpec
-from worker.settings import Settings
+from worker.settings import Settings, load_settings
+from worker.settingsfiles import ENV_FILE_VAR
 
 # What neither process may load: the contract and its pydantic, the settings object, the worker.
 HEAVY = (
@@ -66,10 +67,12 @@ def heavy_in(modules: set[str]) -> list[str]:
 
 
 @pytest.fixture
-def observer_env(redis_url: str, key_prefix: str) -> Iterator[dict[str, str]]:
-    """The environment an owner gives its observers (`_child_env`), nothing else COLABQ_."""
+def observer_env(redis_url: str, key_prefix: str, tmp_path: Path) -> Iterator[dict[str, str]]:
+    """The environment an owner gives its observers (`_child_env`), nothing else COLABQ_, and
+    no settings file of the developer's."""
     env = {k: v for k, v in os.environ.items() if not k.upper().startswith(ENV_PREFIX)}
     env.update(COLABQ_REDIS_URL=redis_url, COLABQ_KEY_PREFIX=key_prefix)
+    env["XDG_CONFIG_HOME"] = str(tmp_path / "no-config")
     yield env
     client = redis.Redis.from_url(redis_url)
     for key in client.scan_iter(f"{key_prefix}*"):
@@ -114,7 +117,7 @@ def test_the_attach_client_forwards_without_importing_the_contract(
     modules = imported(res.stderr)
     assert "redis" in modules and "worker.records.forward" in modules  # the report is real
     assert heavy_in(modules) == []
-    assert "dotenv" not in modules  # no .env here: nothing to read it with
+    assert "dotenv" not in modules  # no settings file: nothing to read it with
     r = redis.Redis.from_url(redis_url)
     keys = Keys(key_prefix)
     assert [f[b"line"] for _, f in r.xrange(keys.log("job1"))] == [b"hello", b"world"]
@@ -161,42 +164,66 @@ def test_the_watchdog_reports_without_importing_the_contract(
 
 FIELDS = (
     "redis_url", "key_prefix", "log_stream_maxlen", "retention_s", "redis_retry_s",
-    "redis_master_name",
+    "redis_master_name", "redis_sentinel_username", "redis_sentinel_password",
 )  # fmt: skip
 
 
+def _plain(value: object) -> object:
+    """A setting's value as the observers hold it (a SecretStr's secret)."""
+    return value.get_secret_value() if isinstance(value, SecretStr) else value
+
+
 @pytest.mark.parametrize(
-    ("environ", "dotenv"),
+    ("environ", "dotenv", "named"),
     [
-        ({}, ""),  # the defaults
-        ({"COLABQ_REDIS_URL": "redis://h:1/2", "COLABQ_LOG_STREAM_MAXLEN": "500"}, ""),
-        ({}, "COLABQ_RETENTION_S=3600\nCOLABQ_KEY_PREFIX=fromfile\n"),
-        ({"colabq_key_prefix": "lower", "COLABQ_REDIS_RETRY_S": "0"}, "COLABQ_KEY_PREFIX=file\n"),
-        ({"COLABQ_RETENTION_S": "7.5"}, "export COLABQ_RETENTION_S='99'\nOTHER=1\n"),
-        ({"COLABQ_REDIS_URL": "sentinel://a:1;sentinel://b:2/0"}, "COLABQ_REDIS_MASTER_NAME=m\n"),
-        ({"COLABQ_REDIS_MASTER_NAME": ""}, ""),
+        ({}, "", ""),  # the defaults
+        ({"COLABQ_REDIS_URL": "redis://h:1/2", "COLABQ_LOG_STREAM_MAXLEN": "500"}, "", ""),
+        ({}, "COLABQ_RETENTION_S=3600\nCOLABQ_KEY_PREFIX=fromfile\n", ""),
+        ({"colabq_key_prefix": "lower", "COLABQ_REDIS_RETRY_S": "0"}, "COLABQ_KEY_PREFIX=file\n",
+         ""),
+        ({"COLABQ_RETENTION_S": "7.5"}, "export COLABQ_RETENTION_S='99'\nOTHER=1\n", ""),
+        ({"COLABQ_REDIS_URL": "sentinel://a:1;sentinel://b:2/0"}, "COLABQ_REDIS_MASTER_NAME=m\n",
+         ""),
+        ({"COLABQ_REDIS_MASTER_NAME": ""}, "", ""),
+        # --env-file's over the user's file, the environment over both.
+        ({"COLABQ_RETENTION_S": "5"}, "COLABQ_KEY_PREFIX=user\nCOLABQ_RETENTION_S=9\n",
+         "COLABQ_KEY_PREFIX=named\nCOLABQ_LOG_STREAM_MAXLEN=300\n"),
+        ({"COLABQ_REDIS_SENTINEL_PASSWORD": "s3cret"}, "COLABQ_REDIS_SENTINEL_USERNAME=watch\n",
+         ""),
+        ({"COLABQ_REDIS_SENTINEL_PASSWORD": ""}, "", ""),
     ],
-)
+)  # fmt: skip
 def test_observers_read_their_settings_as_settings_does(
-    environ: dict[str, str], dotenv: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    environ: dict[str, str],
+    dotenv: str,
+    named: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     for name in list(os.environ):
         if name.upper().startswith(ENV_PREFIX):
             monkeypatch.delenv(name)
     for name, value in environ.items():
         monkeypatch.setenv(name, value)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
     monkeypatch.chdir(tmp_path)
-    if dotenv:
-        (tmp_path / ENV_FILE).write_text(dotenv)
-    want = Settings()
+    for path, text in ((tmp_path / "config" / "colabq" / "settings.env", dotenv),
+                       (tmp_path / "named.env", named)):  # fmt: skip
+        if text:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+            path.chmod(0o600)
+    if named:
+        monkeypatch.setenv(ENV_FILE_VAR, str(tmp_path / "named.env"))
+    want = load_settings()
     got = feed_settings()
-    assert [getattr(got, f) for f in FIELDS] == [getattr(want, f) for f in FIELDS]
+    assert [getattr(got, f) for f in FIELDS] == [_plain(getattr(want, f)) for f in FIELDS]
 
 
 def test_the_observers_settings_names_are_settings() -> None:
     import worker.settings
 
-    assert (ENV_PREFIX, ENV_FILE) == (worker.settings.ENV_PREFIX, worker.settings.ENV_FILE)
+    assert ENV_PREFIX == worker.settings.ENV_PREFIX
     assert set(FIELDS) == set(FeedSettings.__dataclass_fields__) <= set(Settings.model_fields)
 
 
@@ -315,11 +342,27 @@ def test_a_client_that_reattaches_forwards_only_what_is_new(tmp_path: Path) -> N
     assert result.end_recorded and result.offset == 8
 
 
-def test_a_line_longer_than_a_read_and_a_last_line_without_newline(tmp_path: Path) -> None:
+def test_a_line_longer_than_a_read_and_a_last_item_cut_before_its_newline(
+    tmp_path: Path,
+) -> None:
     long = "y" * (5 * attach.READ_CHUNK + 7)
     feed, result = run_follow(tmp_path, framed(["short", long]), last="")  # no last newline
     assert [f[b"line"].decode() for _, f in feed.r.xrange(feed.keys.log("job1"))] == [
         "short",
         long,
     ]
-    assert result.end_recorded and not result.chatter
+    # The cell ends every item with a newline: one without is cut (its connection died), never
+    # taken as whole. The end it would have said is left for the next attach to read.
+    assert not result.end_recorded and result.chatter == [
+        f"cut off: @{NONCE}:{result.offset}:{result.offset}:e:END={result.offset}"
+    ]
+    assert feed.r.hget(feed.keys.watch("job1"), "exec_done") == b"0"
+
+
+def test_a_line_cut_by_the_end_of_the_output_is_not_forwarded(tmp_path: Path) -> None:
+    """The connection died in the middle of a framed line: never recorded as a whole line."""
+    cut = [*framed(["line-1", "line-2"])[:2], f"@{NONCE}:14:21:l:lin"]
+    feed, result = run_follow(tmp_path, cut, last="")
+    assert [f[b"line"] for _, f in feed.r.xrange(feed.keys.log("job1"))] == [b"line-1", b"line-2"]
+    assert result.offset == 14 and not result.end_recorded
+    assert feed.r.hget(feed.keys.watch("job1"), "log_offset") == b"14"

@@ -18,6 +18,7 @@ import redis
 from tests.factories import make_spec
 from worker.clock import SystemClock
 from worker.errors import UserInputError
+from worker.metrics.counts import read_counts
 from worker.notify.consumer import Notifier
 from worker.notify.deliver import DeliveryFailed, deliver
 from worker.notify.targets import Target, load_targets, parse_notify
@@ -148,6 +149,8 @@ def test_a_failing_target_is_an_event_and_a_dead_consumers_entries_are_taken_ove
         e for e in events.read(ledger.r, ledger.keys, job=job_id) if e.kind == "notify-failed"
     ]
     assert [e.reason for e in failed] == ["webhook team: HTTP 500 (4 tries)"]
+    gave_up = ledger.r.hgetall(ledger.keys.metrics_notify())  # for `colabq metrics`
+    assert read_counts(gave_up, ("cancelled",)) == ({("team", "cancelled"): 1}, 0)
     assert ledger.state_of(job_id) is S.CANCELLED  # a failing hook never changes a job
 
 

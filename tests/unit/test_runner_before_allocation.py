@@ -5,6 +5,7 @@ and fakeredis; each failing check must end the job without a single `colab new`.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,13 +19,14 @@ from tests.gitremote import make_remote
 from worker.clock import FakeClock
 from worker.colab.driver import LocalRecord, ServerSession, SessionStatus, StopOutcome, Usage
 from worker.errors import HubNotFound, HubRepoNotPrivate
+from worker.records.fleet import WorkerCard, publish
 from worker.records.keys import Keys
 from worker.records.ledger import Ledger
 from worker.session.jobfiles import JobFiles
 from worker.session.runner import RunnerDeps, run_job
 from worker.session.watchdog import WatchdogNotAlive
 from worker.settings import Settings
-from worker.spec import CodeSpec, JobSpec
+from worker.spec import ArtifactDest, CodeSpec, JobSpec
 from worker.states import JobState as S
 from worker.store.artifacts import LocalStore
 
@@ -46,7 +48,9 @@ class FakeColab:
         self.calls.append("usage")
         return Usage(self.balance, 0.0, 0)
 
-    def new(self, name: str, gpu: str, high_mem: bool) -> None:
+    def new(
+        self, name: str, gpu: str, high_mem: bool, *, on_retry: Callable[[str], None] | None = None
+    ) -> None:
         self.calls.append("new")
         raise AssertionError("colab new must not be called in these tests")
 
@@ -111,6 +115,10 @@ class Case:
     code: Callable[[Path], CodeSpec] | None = None
     git_credentials_mode: int | None = None
     reason: str = ""  # a part of the job's reason
+    # Other live workers' cards: (name, the hosts their git credentials cover, a deploy key).
+    cards: tuple[tuple[str, tuple[str, ...], bool], ...] = ()
+    # Files of this host's Hub token folder (COLABQ_HF_TOKEN_DIR): name -> text.
+    tokens: dict[str, str] = field(default_factory=dict)
 
 
 def _missing(uri: str) -> int:
@@ -127,6 +135,10 @@ def _pushed(root: Path) -> CodeSpec:
     return CodeSpec(mode="git", commit=remote.pushed, remote=str(remote.bare))
 
 
+def _ssh(root: Path) -> CodeSpec:
+    return CodeSpec(mode="git", commit="c" * 40, remote="git@github.com:org/repo.git")
+
+
 def _unreachable(root: Path) -> CodeSpec:
     return CodeSpec(mode="git", commit="a" * 40, remote="http://127.0.0.1:9/project.git")
 
@@ -134,7 +146,7 @@ def _unreachable(root: Path) -> CodeSpec:
 CASES = [
     Case("script fails bash -n", S.FAILED, spec={"script": "if then fi (\n"}),
     # The host's own checks put the job back untouched (and drain the worker): not its fault.
-    Case("colab is not 0.7.4", S.QUEUED, colab={"version_text": "0.7.5"}),
+    Case("colab is a release colabq does not drive", S.QUEUED, colab={"version_text": "0.8.0"}),
     Case(
         "balance below budget",
         S.FAILED_BUDGET,
@@ -176,12 +188,47 @@ CASES = [
         ),
         reason="submit again to stage it",
     ),
+    # An ssh remote this host has neither a github.com credential nor a deploy key for: another
+    # live worker of the queue that can fetch it takes it; with none, it is the job's.
+    Case(
+        "code: ssh remote no worker can fetch",
+        S.FAILED,
+        code=_ssh,
+        cards=(("w-gitlab", ("gitlab.com",), False),),
+        reason="is an ssh remote and this worker host has no way to fetch it",
+    ),
+    Case(
+        "code: ssh remote another worker can fetch",
+        S.QUEUED,
+        code=_ssh,
+        cards=(("w-gitlab", ("gitlab.com",), False), ("w-key", (), True)),
+        reason="COLABQ_GIT_SSH_KEY_FILE, or ship the code with code: snapshot (w-key can)",
+    ),
     Case(
         "code: git credentials file mode 0644",
         S.QUEUED,
         code=_pushed,
         git_credentials_mode=0o644,
         reason="COLABQ_GIT_CREDENTIALS_FILE",
+    ),
+    # Tokens belong to owners: alice's job to bob's repo (its own token, for bob alone) ends
+    # before allocation, whatever a gate let through; under ACLs a local store needs the root.
+    Case(
+        "destination another user's",
+        S.FAILED,
+        spec={
+            "job_id": "0123456789abcdef.alice",
+            "submitted_by": "alice",
+            "artifact": ArtifactDest(kind="hf", repo="bob/model", prefix="r"),
+        },
+        tokens={"dest/bob__model": "hf_bob", "dest/bob__model.users": "bob\n"},
+        reason="hf:bob/model is not alice's to use",
+    ),
+    Case(
+        "local store outside the operator's root",
+        S.FAILED,
+        spec={"job_id": "0123456789abcdef.alice", "submitted_by": "alice"},
+        reason="no folder is open to users until an operator sets COLABQ_LOCAL_STORE_ROOT",
     ),
     Case("watchdog not confirmed alive", S.QUEUED, watchdog_fails=True),
     Case("cancelled before allocation", S.CANCELLED, cancel=True),
@@ -197,6 +244,10 @@ def test_a_failed_check_allocates_nothing(case: Case, tmp_path: Path) -> None:
     )
     ledger.create(spec)
     assert ledger.claim(spec.job_id, "me", ttl_s=30)
+    now = time.time()
+    for name, hosts, key in case.cards:
+        card = WorkerCard(name, "h", ("T4",), ("gpu.t4",), None, now, now, "", hosts, key)
+        publish(ledger.r, ledger.keys, card, ttl_s=600)
     if case.cancel:
         ledger.request_cancel(spec.job_id, "changed my mind")
     token_file = None
@@ -209,9 +260,15 @@ def test_a_failed_check_allocates_nothing(case: Case, tmp_path: Path) -> None:
         git_credentials = tmp_path / "git-credentials"
         git_credentials.write_text("https://u:t@github.com\n")
         git_credentials.chmod(case.git_credentials_mode)
+    for name, text in case.tokens.items():
+        path = tmp_path / "tokens" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        path.chmod(0o644 if name.endswith(".users") else 0o600)
     settings = Settings(
         state_dir=tmp_path / "state", hf_token_file=token_file,
-        git_credentials_file=git_credentials, **case.settings,
+        git_credentials_file=git_credentials,
+        hf_token_dir=tmp_path / "tokens" if case.tokens else None, **case.settings,
     )  # fmt: skip
     files = JobFiles(tmp_path / "job").ensure()
     colab = FakeColab(files.cli_config, **case.colab)
@@ -260,7 +317,7 @@ def test_all_checks_pass_then_the_watchdog_starts_before_allocation(tmp_path: Pa
 
     original_new = colab.new
 
-    def new(name: str, gpu: str, high_mem: bool) -> None:
+    def new(name: str, gpu: str, high_mem: bool, **kwargs: object) -> None:
         order.append("new")
         original_new(name, gpu, high_mem)
 

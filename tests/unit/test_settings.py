@@ -1,30 +1,35 @@
 """The settings object: every invalid value is one ConfigError line naming its variable, a valid
 one is read as written; the state dir's default and checks; quiet windows from the environment
-or .env; the Hub endpoint's precedence; and the lazy settings of `colabq preflight`."""
+or the settings file; the Hub endpoint's precedence; and the lazy settings of `colabq
+preflight`. (Where the settings files are and which are read: test_settingsfiles.py.)"""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
-from producer.clictx import ENV_FILE, ENV_PREFIX, LazySettings
+from producer.clictx import ENV_PREFIX, LazySettings
 from producer.preflight.gate import quiet_windows_from
+from tests.unit.settings_env import isolate_settings, user_settings_file, write_private
 from worker.errors import ConfigError
 from worker.settings import Settings, load_settings, split_quiet_windows
 
-FIX = "Fix it in the environment or .env."
+FIX = (
+    "Fix it in the environment or the settings file (~/.config/colabq/settings.env, or the "
+    "--env-file)."
+)
 
 
 @pytest.fixture(autouse=True)
 def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """No setting of the developer's shell or a stray .env: each test sets what it reads."""
-    for name in list(os.environ):
-        if name.upper().startswith("COLABQ_") or name.upper() in ("HF_ENDPOINT", "XDG_STATE_HOME"):
-            monkeypatch.delenv(name)
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.chdir(tmp_path)
+    """No setting of the developer's shell or settings file: each test sets what it reads."""
+    isolate_settings(monkeypatch, tmp_path, also=("HF_ENDPOINT", "XDG_STATE_HOME"))
+
+
+def settings_file(tmp_path: Path, text: str) -> Path:
+    """The user's settings file (HOME is tmp_path/home), mode 0600."""
+    return write_private(user_settings_file(tmp_path), text)
 
 
 def config_error(monkeypatch: pytest.MonkeyPatch, var: str, value: str) -> str:
@@ -34,6 +39,7 @@ def config_error(monkeypatch: pytest.MonkeyPatch, var: str, value: str) -> str:
     return str(caught.value)
 
 
+TWO_TLS_QUERIES = "sentinel://a?ssl_cert_reqs=none;sentinel://b?ssl_cert_reqs=optional"
 BAD = [
     ("COLABQ_REDIS_URL", "redis://127.0.0.1:abc/0", "port 'abc' is not a number"),
     ("COLABQ_REDIS_URL", "redis://127.0.0.1:0/0", "1-65535"),
@@ -48,7 +54,14 @@ BAD = [
     ("COLABQ_REDIS_URL", "sentinel://a:1/0;sentinel://b:2/1", "different databases (0 and 1)"),
     ("COLABQ_REDIS_URL", "sentinel://:x@a:1;sentinel://:y@b:2", "different logins"),
     ("COLABQ_REDIS_URL", "sentinel://a:99999", "1-65535"),
-    ("COLABQ_REDIS_URL", "sentinel://a:1?db=2", "no ?query"),
+    ("COLABQ_REDIS_URL", "sentinel://a:1?db=2", "takes only ssl_cert_reqs and ssl_ca_certs"),
+    ("COLABQ_REDIS_URL", "sentinel://a:1/0?ssl_cert_reqs=maybe", "'maybe' is not one of"),
+    ("COLABQ_REDIS_URL", "sentinel://a:1/0?ssl_ca_certs=/no/ca.pem", "/no/ca.pem is not a file"),
+    ("COLABQ_REDIS_URL", "sentinel://a:1/0?ssl_ca_certs=", "ssl_ca_certs is empty"),
+    ("COLABQ_REDIS_URL", "sentinel://a?ssl_cert_reqs=none&ssl_cert_reqs=none", "twice"),
+    ("COLABQ_REDIS_URL", TWO_TLS_QUERIES, "different ?ssl_... queries"),
+    ("COLABQ_REDIS_URL", "sentinel://a/0#x", "no #fragment"),
+    ("COLABQ_REDIS_SENTINEL_USERNAME", "two words", "one word"),
     ("COLABQ_REDIS_URL", "sentinel://a:1;", "part 2 of 2"),
     ("COLABQ_WORKER_GPUS", "T4,V100", "'V100' is not a GPU type"),
     ("COLABQ_WORKER_GPUS", '["T4",', "not a JSON list"),
@@ -154,8 +167,8 @@ def test_a_complex_value_a_source_cannot_decode_is_one_line(
     assert message.endswith(FIX) and "\n" not in message
 
 
-def test_an_invalid_value_in_dot_env_is_named_too(tmp_path: Path) -> None:
-    (tmp_path / ".env").write_text("COLABQ_QUEUE_PREFIX=../\n")
+def test_an_invalid_value_in_the_settings_file_is_named_too(tmp_path: Path) -> None:
+    settings_file(tmp_path, "COLABQ_QUEUE_PREFIX=../\n")
     with pytest.raises(ConfigError, match=r"^Invalid setting COLABQ_QUEUE_PREFIX: "):
         load_settings()
 
@@ -233,14 +246,16 @@ def test_quiet_windows_split_on_commas_but_keep_day_lists(
     assert load_settings().quiet_windows == windows
 
 
-def test_quiet_windows_come_from_dot_env_in_the_cwd(tmp_path: Path) -> None:
-    (tmp_path / ".env").write_text('COLABQ_QUIET_WINDOWS="Sat,Sun 00:00-24:00,22:00-07:00"\n')
+def test_quiet_windows_come_from_the_settings_file(tmp_path: Path) -> None:
+    settings_file(tmp_path, 'COLABQ_QUIET_WINDOWS="Sat,Sun 00:00-24:00,22:00-07:00"\n')
     assert load_settings().quiet_windows == ("Sat,Sun 00:00-24:00", "22:00-07:00")
     assert quiet_windows_from(LazySettings()) == ("Sat,Sun 00:00-24:00", "22:00-07:00")
 
 
-def test_the_environment_wins_over_dot_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    (tmp_path / ".env").write_text("COLABQ_QUIET_WINDOWS=22:00-07:00\n")
+def test_the_environment_wins_over_the_settings_file(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    settings_file(tmp_path, "COLABQ_QUIET_WINDOWS=22:00-07:00\n")
     monkeypatch.setenv("COLABQ_QUIET_WINDOWS", "12:00-13:00")
     assert load_settings().quiet_windows == ("12:00-13:00",)
 
@@ -250,17 +265,17 @@ def test_the_environment_wins_over_dot_env(monkeypatch: pytest.MonkeyPatch, tmp_
 
 def test_clictx_reads_the_sources_settings_reads() -> None:
     assert Settings.model_config["env_prefix"] == ENV_PREFIX
-    assert Settings.model_config["env_file"] == ENV_FILE
+    assert Settings.model_config["env_file"] is None  # the settings files come from load_settings
 
 
-@pytest.mark.parametrize("source", ["environment", "lower-case environment", ".env"])
+@pytest.mark.parametrize("source", ["environment", "lower-case environment", "settings file"])
 def test_quiet_windows_named_anywhere_build_the_settings(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, source: str
 ) -> None:
     # An invalid unrelated setting shows whether the settings were built.
     monkeypatch.setenv("COLABQ_POLL_INTERVAL_S", "nan")
-    if source == ".env":
-        (tmp_path / ".env").write_text("COLABQ_QUIET_WINDOWS=22:00-07:00\n")
+    if source == "settings file":
+        settings_file(tmp_path, "COLABQ_QUIET_WINDOWS=22:00-07:00\n")
     else:
         name = "COLABQ_QUIET_WINDOWS" if source == "environment" else "colabq_quiet_windows"
         monkeypatch.setenv(name, "22:00-07:00")
@@ -272,7 +287,7 @@ def test_quiet_windows_named_nowhere_do_not_build_the_settings(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setenv("COLABQ_POLL_INTERVAL_S", "nan")
-    (tmp_path / ".env").write_text("COLABQ_KEY_PREFIX=team\n")
+    settings_file(tmp_path, "COLABQ_KEY_PREFIX=team\n")
     lazy = LazySettings()
     assert quiet_windows_from(lazy) == ()
     with pytest.raises(ConfigError, match="COLABQ_POLL_INTERVAL_S"):
@@ -308,11 +323,11 @@ def test_the_hub_endpoint_is_colabq_hf_endpoint_then_hf_endpoint(
     assert load_settings().hub_endpoint() == expected
 
 
-def test_hf_endpoint_in_dot_env_is_not_read(tmp_path: Path) -> None:
+def test_hf_endpoint_in_the_settings_file_is_not_read(tmp_path: Path) -> None:
     # huggingface_hub reads HF_ENDPOINT from the process environment only; so does colabq.
-    (tmp_path / ".env").write_text("HF_ENDPOINT=http://127.0.0.1:2\n")
+    settings_file(tmp_path, "HF_ENDPOINT=http://127.0.0.1:2\n")
     assert load_settings().hub_endpoint() is None
-    (tmp_path / ".env").write_text("COLABQ_HF_ENDPOINT=http://127.0.0.1:3\n")
+    settings_file(tmp_path, "COLABQ_HF_ENDPOINT=http://127.0.0.1:3\n")
     assert load_settings().hub_endpoint() == "http://127.0.0.1:3"
 
 

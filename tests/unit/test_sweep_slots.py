@@ -5,6 +5,7 @@ point of a sweep without a cap, or a job of no sweep, is claimed as before."""
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Iterator
 
 import pytest
@@ -81,3 +82,19 @@ def test_cancelling_a_waiting_point_leaves_the_queue(ledger: Ledger) -> None:
     assert ledger.cancel(ids[1], "no longer needed")
     ledger.transition(ids[0], S.CANCELLED, owner="o0", reason="test")
     assert promote_due(ledger, 1000.0) == [ids[2]]  # not the cancelled one
+
+
+def test_a_forged_sweep_field_takes_no_slot_of_another_users_sweep(ledger: Ledger) -> None:
+    sid = new_sweep_id("bob")
+    specs = [make_spec(job_id=f"{secrets.token_hex(8)}.bob", submitted_by="bob", run_name=f"p{i}")
+             for i in range(2)]  # fmt: skip
+    ids = [i for i, _ in ledger.create_many(specs, sweep=SweepTag(sid, 2))]
+    running = sweep_running(ledger.keys, sid)
+    assert claim(ledger, ids[0], "o0") is Claim.CLAIMED
+    # Eve's own record names bob's sweep (or a sweep id that is none): counted against nothing.
+    for forged in (sid, "sw../../x", f"{sid}x"):
+        eve, _ = ledger.create(make_spec(job_id=f"{secrets.token_hex(8)}.eve", submitted_by="eve"))
+        ledger.r.hset(ledger.keys.job(eve), "sweep", forged)
+        assert claim(ledger, eve, f"eve-{forged}") is Claim.CLAIMED
+        assert {m.decode() for m in ledger.r.smembers(running)} == {ids[0]}
+    assert claim(ledger, ids[1], "o1") is Claim.CLAIMED  # bob's second slot was his to take

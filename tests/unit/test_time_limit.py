@@ -46,7 +46,8 @@ def run_wrapper(tmp_path: Path, script: str, ttl_s: int) -> str:
         root, store = folder / "content", tmp_path / "store"
         root.mkdir()
         store.mkdir()
-        shutil.copy(VM / "colabq_sync.py", root)
+        for name in ("colabq_sync.py", "colabq_tree.py"):
+            shutil.copy(VM / name, root)
         (root / "job.sh").write_text(script)
         argv = [
             "bash", str(VM / "colab-job.sh"), "--job", "j1", "--nonce", "N", "--ttl", str(ttl_s),

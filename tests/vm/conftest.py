@@ -14,12 +14,14 @@ from pathlib import Path
 
 import pytest
 
+from ops.colab_emulator.image import install_uv
 from ops.uvproject import UvProject, build_uv_project
 from tests.reachable import reachable_folder
 
 VM = Path(__file__).resolve().parents[2] / "worker" / "vm"
 BUNDLED = (
-    "colab-job.sh", "colabq_sync.py", "colabq_code.py", "colabq_envcheck.py", "colabq_jobuser.sh"
+    "colab-job.sh", "colabq_sync.py", "colabq_tree.py", "colabq_code.py", "colabq_envcheck.py",
+    "colabq_jobuser.sh", "colabq_inputs.py", "colabq_known_hosts",
 )  # fmt: skip
 NONCE = "N"
 
@@ -43,19 +45,32 @@ class Vm:
     store: Path
     env: dict[str, str]
 
-    def run(self, script: str, *args: str, job: str = "j1", ttl_s: int = 60) -> Run:
+    def run(
+        self, script: str, *args: str, job: str = "j1", ttl_s: int = 60,
+        job_args: Sequence[str] = (), to_console: bool = False,
+    ) -> Run:  # fmt: skip
+        """`to_console`: its output appended to run/console.log, as the launch cell starts it."""
         (self.content / "colab-user-job.sh").write_text(script)
         argv = [
             "bash", str(self.content / "colab-job.sh"), "--job", job, "--nonce", NONCE,
             "--ttl", str(ttl_s), "--dest-kind", "local", "--dest-repo", str(self.store),
             "--prefix", "p", "--heartbeat-s", "1", "--sync-interval", "600", *args,
-            "--", "bash", str(self.content / "colab-user-job.sh"),
+            "--", "bash", str(self.content / "colab-user-job.sh"), *job_args,
         ]  # fmt: skip
+        work = self.content / "colab-jobs" / job
+        if to_console:
+            (work / "run").mkdir(parents=True, exist_ok=True)
+            with open(work / "run" / "console.log", "ab") as console:
+                rc = subprocess.run(
+                    argv, cwd=self.content, env=self.env, stdout=console,
+                    stderr=subprocess.STDOUT, timeout=120, check=False,
+                ).returncode  # fmt: skip
+            return Run(rc, (work / "run" / "console.log").read_text(errors="replace"), work)
         done = subprocess.run(
             argv, cwd=self.content, env=self.env, capture_output=True, text=True, timeout=120,
             check=False,
         )  # fmt: skip
-        return Run(done.returncode, done.stdout + done.stderr, self.content / "colab-jobs" / job)
+        return Run(done.returncode, done.stdout + done.stderr, work)
 
 
 @dataclass(frozen=True)
@@ -93,7 +108,10 @@ def make_vm(root: Path, tmp_path: Path) -> Vm:
     for name in BUNDLED:
         shutil.copy(VM / name, content / name)
     fake_smi(bin_dir, "12.4")
-    # The VM's python3 is the venv's (as a Colab image has huggingface_hub): uv and a "system"
+    # The image's uv where the job's user can run it, as the emulator gives it (the venv's may
+    # lie in a folder only root enters: a clone in a 0700 home).
+    install_uv(bin_dir)
+    # The VM's python3 is the venv's (as a Colab image has huggingface_hub), and a "system"
     # pytest beside it, as on Colab's image. Colab's presets set, as its kernel sets them.
     path = f"{bin_dir}:{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"
     env = {

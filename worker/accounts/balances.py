@@ -5,6 +5,7 @@ by whom. `colabq usage` shows it with its age; nothing here calls the CLI."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -34,10 +35,15 @@ def record_usage(r: Any, keys: Keys, account: str, usage: Usage, *, by: str, now
 
 def read_balances(r: Any, keys: Keys) -> dict[str, Balance]:
     """Every account's latest balance, by account (one round trip); a damaged entry is skipped."""
+    return parse_balances(r.hgetall(keys.account_usage()))
+
+
+def parse_balances(raw_hash: Mapping[Any, Any]) -> dict[str, Balance]:
+    """The balances hash as read (`HGETALL`), by account; a damaged entry is skipped."""
     found: dict[str, Balance] = {}
-    for raw_account, raw in r.hgetall(keys.account_usage()).items():
-        account = raw_account.decode() if isinstance(raw_account, bytes) else str(raw_account)
+    for raw_account, raw in raw_hash.items():
         try:
+            account = raw_account.decode() if isinstance(raw_account, bytes) else str(raw_account)
             d = json.loads(raw)
             found[account] = Balance(
                 account, float(d["balance_units"]), float(d["rate_per_hour"]),

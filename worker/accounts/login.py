@@ -1,17 +1,22 @@
 """This host's account: the login `colab whoami` reports, checked against the `account` setting.
 
-A worker runs `host_account` as it starts (`worker.session.checks`): a mismatch, or a login
-whoami cannot name, keeps it from starting (or keeps a drained one drained) with one line. An
-adopter runs it before it takes a job that recorded an account: a host on another login never
+`colab whoami` is a hidden debug command whose output is no contract: a login without the email
+scope (as ADC can be) prints no email, and the command can fail where `colab new` works. So only a
+whoami that names *another* account than COLABQ_ACCOUNT keeps a worker from starting (or keeps a
+drained one drained), in one line; one that cannot name the login leaves COLABQ_ACCOUNT as the
+host's account, with a warning (`Login.warning`), and without the setting the worker refuses,
+asking for it. A worker runs `find_login` as it starts (`worker.session.checks`); an adopter runs
+`host_account` before it takes a job that recorded an account: a host on another login never
 acts on that job's VM.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from worker.colab.driver import ColabCli
-from worker.errors import ColabqError
+from worker.errors import ColabError, ColabqError
 from worker.settings import Settings
 
 
@@ -23,14 +28,42 @@ class AccountMismatch(ColabqError, PermissionError):
         self.found, self.wanted = found, wanted
 
 
-def host_account(settings: Settings, driver: ColabCli | None = None) -> str:
-    """The account this host's CLI is logged in as (`colab whoami`); AccountMismatch when the
-    `account` setting names another. Raises the driver's ColabError when whoami fails."""
+class AccountUnknown(ColabqError, LookupError):
+    """`colab whoami` cannot name the login and COLABQ_ACCOUNT is not set."""
+
+
+@dataclass(frozen=True)
+class Login:
+    account: str
+    # Set when `colab whoami` could not name the login and COLABQ_ACCOUNT stands in for it.
+    warning: str | None = None
+
+
+def find_login(settings: Settings, driver: ColabCli | None = None) -> Login:
+    """The account this host acts as: the one `colab whoami` names (AccountMismatch when the
+    `account` setting names another), else the setting, with a warning (AccountUnknown when
+    there is none)."""
     if driver is None:
         from worker.deps import driver_at
 
         driver = driver_at(settings, _readiness_config(settings))
-    found = driver.whoami()
+    try:
+        found = driver.whoami()
+        why = "it prints no email (a login without the userinfo.email scope, as ADC can be)"
+    except ColabError as exc:
+        found, why = None, f"it failed: {exc.advice()}"
+    if found is None:
+        if settings.account is None:
+            raise AccountUnknown(
+                f"`colab whoami` cannot name this host's Colab account ({why}): set "
+                "COLABQ_ACCOUNT to the email of its Colab login (a worker records the account "
+                "of every job it runs)"
+            )
+        warning = (
+            f"`colab whoami` cannot name this host's Colab login ({why}); running as "
+            f"COLABQ_ACCOUNT={settings.account}, which colabq cannot check"
+        )
+        return Login(settings.account, warning)
     if settings.account is not None and found != settings.account:
         raise AccountMismatch(
             f"the colab CLI is logged in as {found}, not COLABQ_ACCOUNT={settings.account}: log "
@@ -38,7 +71,12 @@ def host_account(settings: Settings, driver: ColabCli | None = None) -> str:
             f"COLABQ_ACCOUNT={found}",
             found=found, wanted=settings.account,
         )  # fmt: skip
-    return found
+    return Login(found)
+
+
+def host_account(settings: Settings, driver: ColabCli | None = None) -> str:
+    """The account this host acts as (`find_login`), without its warning."""
+    return find_login(settings, driver).account
 
 
 def check_may_act(job_id: str, recorded: str | None, settings: Settings) -> None:

@@ -1,11 +1,14 @@
-"""The typed driver of the `colab` CLI 0.7.4: what the runner, watchdog and janitor call.
+"""The typed driver of the `colab` CLI (the releases of `worker.colab.versions`): what the
+runner, watchdog and janitor call.
 
 Owns building each call (the global `--config` before the subcommand), running it with
-stdin=/dev/null, `TYPER_STANDARD_TRACEBACK=1` and a timeout that kills the whole process group,
-keeping the CLI's update check off in its settings.json, refusing the two `new` calls the CLI
-gets silently wrong (a name already recorded, a GPU type it would turn into A100), and reading the
+stdin=/dev/null, `TYPER_STANDARD_TRACEBACK=1`, the CLI's own COLAB_CLI_* variables (its request
+timeout and assignment retries) and a timeout that kills the whole process group (for `new`,
+longer than the CLI's worst case), keeping the CLI's update check off in its settings.json,
+refusing the two `new` calls the CLI gets silently wrong (a name already recorded, a GPU type it
+would turn into A100), reading the retries a `new` logged in the CLI's colab.log, and reading the
 CLI's sessions.json without calling it. The text formats are `worker.colab.parse`'s; deciding
-what to do about a session (retry, stop, reap) is the caller's.
+what to do about a session (retry, stop, reap, reconcile a killed `new`) is the caller's.
 
 No secret ever goes on a command line: the driver has no way to pass `--env`.
 """
@@ -16,13 +19,12 @@ import contextlib
 import json
 import os
 import pwd
-import re
 import signal
 import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Literal, Protocol
 
@@ -33,6 +35,7 @@ from worker.colab.parse import (
     StopOutcome,
     Usage,
     classify_failure,
+    find_retries,
     is_auth_failure,
     parse_download,
     parse_local_records,
@@ -47,22 +50,29 @@ from worker.colab.parse import (
     parse_version,
     parse_whoami,
 )
+from worker.colab.versions import (
+    DEFAULT_POLICY,
+    RELEASES,
+    AssignPolicy,
+    CliRelease,
+    Release,
+    check_release,
+)
 from worker.errors import (
     CliCall,
     ColabError,
     ColabTimeout,
     ColabUnrecognisedOutput,
-    ColabVersionMismatch,
     DownloadFailed,
     SessionNameInUse,
     SpecError,
 )
+from worker.records import ids
 
-EXPECTED_VERSION = "0.7.4"
 # The CLI maps any other --gpu value to A100 without a word (spec §1, §5).
 GPU_TYPES = ("T4", "L4", "G4", "A100", "H100")
 # Names become CLI file names (history/<name>.jsonl) and must never parse as an option.
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
+_NAME = ids.SESSION
 
 __all__ = [
     "GPU_TYPES",
@@ -73,7 +83,7 @@ __all__ = [
     "SessionStatus",
     "StopOutcome",
     "Usage",
-    "check_version",
+    "check_cli",
     "disable_update_check",
 ]
 
@@ -85,7 +95,9 @@ class ColabDriver(Protocol):
 
     def version(self) -> str: ...
     def usage(self) -> Usage: ...
-    def new(self, name: str, gpu: str, high_mem: bool) -> None: ...
+    def new(
+        self, name: str, gpu: str, high_mem: bool, *, on_retry: Callable[[str], None] | None = None
+    ) -> None: ...
     def status(self, name: str) -> SessionStatus | None: ...
     def sessions(self) -> list[ServerSession]: ...
     def upload(self, name: str, local: Path, remote: str) -> None: ...
@@ -101,11 +113,10 @@ class ColabDriver(Protocol):
     def local_record(self, name: str) -> LocalRecord | None: ...
 
 
-def check_version(driver: ColabDriver, expected: str = EXPECTED_VERSION) -> None:
-    """Refuse any CLI but `expected`: other versions' status and state semantics differ."""
-    found = driver.version()
-    if found != expected:
-        raise ColabVersionMismatch(f"colab CLI is version {found}; colabq needs {expected}.")
+def check_cli(driver: ColabDriver, unlisted_ok: str | None = None) -> CliRelease:
+    """The release the CLI is, or ColabVersionMismatch (one line) for one colabq does not drive
+    (`unlisted_ok`: the one unlisted version an operator accepts at their own risk)."""
+    return check_release(driver.version(), unlisted_ok)
 
 
 def disable_update_check(settings_path: Path) -> None:
@@ -142,6 +153,26 @@ def _check_remote(path: str) -> str:
     return path
 
 
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _read_from(path: Path, offset: int) -> str:
+    """What was appended to `path` after `offset` (all of it if it was rotated meanwhile)."""
+    try:
+        with open(path, "rb") as f:
+            if f.seek(0, os.SEEK_END) >= offset:
+                f.seek(offset)
+            else:
+                f.seek(0)
+            return f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
 def _kill_group(pgid: int) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(pgid, signal.SIGKILL)
@@ -163,7 +194,8 @@ class ColabCli:
         *,
         timeout_s: float = 30.0,
         upload_timeout_s: float = 600.0,
-        new_timeout_s: float = 300.0,
+        assign: AssignPolicy = DEFAULT_POLICY,
+        new_margin_s: float = 30.0,
         env: Mapping[str, str] | None = None,
         auth: Literal["oauth2", "adc"] | None = None,
     ) -> None:
@@ -171,9 +203,12 @@ class ColabCli:
         self.config_path = Path(config_path)
         self.timeout_s = timeout_s
         self.upload_timeout_s = upload_timeout_s
-        # assign is a GET and a POST with google-auth's 120 s each: killing `new` in between
-        # would leave an untracked VM, so its budget is longer than the other calls'.
-        self.new_timeout_s = new_timeout_s
+        # Killing `new` after the server assigned would leave a VM no record names, so its
+        # budget is the CLI's own worst case under `assign` and a margin (`new_timeout_s`).
+        self.assign = assign
+        self.new_margin_s = new_margin_s
+        # The release `version()` last found: its worst case bounds `new` (unknown: the longest).
+        self._release: Release | None = None
         self._env = dict(env) if env is not None else None
         # None keeps the CLI's default (oauth2, with a pre-seeded token.json).
         self._global_args = ("--config", str(self.config_path), *(("--auth", auth) if auth else ()))
@@ -187,11 +222,22 @@ class ColabCli:
         env = dict(os.environ) if self._env is None else dict(self._env)
         env["TYPER_STANDARD_TRACEBACK"] = "1"
         env["PYTHONIOENCODING"] = "utf-8"
+        env.update(self.assign.cli_env())
         return env
 
-    def settings_path(self) -> Path:
+    def _cli_dir(self) -> Path:
         home = self.exec_env().get("HOME") or pwd.getpwuid(os.getuid()).pw_dir
-        return Path(home) / ".config" / "colab-cli" / "settings.json"
+        return Path(home) / ".config" / "colab-cli"
+
+    def settings_path(self) -> Path:
+        return self._cli_dir() / "settings.json"
+
+    def log_path(self) -> Path:
+        """The CLI's own log (always on, every call of this HOME appends to it)."""
+        return self._cli_dir() / "colab.log"
+
+    def new_timeout_s(self) -> float:
+        return self.assign.new_timeout_s(self._release, self.new_margin_s)
 
     def _prepare(self) -> None:
         with self._prepare_lock:
@@ -241,18 +287,26 @@ class ColabCli:
 
     def version(self) -> str:
         call = self._checked(["version"])
-        return parse_version(call.stdout, call=call)
+        found = parse_version(call.stdout, call=call)
+        self._release = next((r for r in RELEASES if r.version == found), None)
+        return found
 
     def usage(self) -> Usage:
         call = self._checked(["usage"])
         return parse_usage(call.stdout, call=call)
 
-    def whoami(self) -> str:
-        """The email of the Google account the CLI is logged in as (hidden `colab whoami`)."""
+    def whoami(self) -> str | None:
+        """The email of the Google account the CLI is logged in as (hidden `colab whoami`), or
+        None when the login's token carries no email."""
         call = self._checked(["whoami"])
         return parse_whoami(call.stdout, call=call)
 
-    def new(self, name: str, gpu: str, high_mem: bool) -> None:
+    def new(
+        self, name: str, gpu: str, high_mem: bool, *, on_retry: Callable[[str], None] | None = None
+    ) -> None:
+        """Assign a VM to NAME. `on_retry` gets each assignment retry the CLI logged meanwhile
+        (0.7.5: `Assignment request failed; retrying in 10s`), whether `new` succeeds or not;
+        they are read from the CLI's colab.log, which every call of this HOME shares."""
         _check_name(name)
         gpu_type = gpu.upper()
         if gpu_type not in GPU_TYPES:
@@ -261,7 +315,13 @@ class ColabCli:
         if existing is not None:
             raise SessionNameInUse(name, existing.endpoint)
         args = ["new", "-s", name, "--gpu", gpu_type, *(["--high-mem"] if high_mem else [])]
-        call = self._checked(args, self.new_timeout_s)
+        log_from = _size(self.log_path())
+        try:
+            call = self._checked(args, self.new_timeout_s())
+        finally:
+            if on_retry is not None:
+                for line in find_retries(_read_from(self.log_path(), log_from)):
+                    on_retry(line)
         parse_new(call.stdout, name, call=call)
 
     def status(self, name: str) -> SessionStatus | None:

@@ -1,6 +1,7 @@
-"""Pure parsers for the text the `colab` CLI 0.7.4 prints, and the typed values they produce.
+"""Pure parsers for the text the `colab` CLI prints, and the typed values they produce.
 
-Owns the exact line formats of `colab-cli-0.7.4.md` and `classify_failure`, which turns a failed
+Owns the exact line formats of `colab-cli-0.7.4.md` (0.7.5 prints the same; it adds one line to
+its colab.log, `find_retries`) and `classify_failure`, which turns a failed
 call into the matching `ColabError`. Running the CLI is `worker.colab.driver`'s job; nothing
 here does I/O. A line that matches no documented format raises `ColabUnrecognisedOutput`: a
 wrong guess about a billable VM costs more than a failed call. Nothing here depends on the
@@ -101,11 +102,18 @@ _VERSION = re.compile(r"Version: (?P<version>\S+)")
 # `whoami` (hidden): `Email:` padded to the other labels' column; tokeninfo without the email
 # scope prints `<unavailable: token has no userinfo.email scope>` there.
 _WHOAMI_EMAIL = re.compile(r"Email: +(?P<email>\S+@\S+)")
+_WHOAMI_NO_EMAIL = re.compile(r"Email: +<unavailable: token has no userinfo\.email scope>")
 _UPLOADED = re.compile(r"\[colab\] Uploaded '.*' to '.*'")
 _DOWNLOADED = re.compile(r"\[colab\] Downloaded '.*' to '.*'")
 _NO_SERVER_SESSIONS = "[colab] No active sessions found on server."
 _TRACEBACK = "Traceback (most recent call last)"
 _EXCEPTION_LINE = re.compile(r"[A-Za-z_][\w.]*(?::.*)?")
+# 0.7.5's `Client.assign` (logger colab_cli.client, WARNING) in the CLI's logging format,
+# `%(asctime)s - %(name)s - %(levelname)s - %(message)s`: colab.log only, never stdout/stderr.
+_RETRY_LINE = re.compile(
+    r"(?P<at>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),\d{3} - colab_cli\.client - WARNING - "
+    r"(?P<message>Assignment request failed; retrying in \d+s)"
+)
 _USAGE_WARNING = re.compile(r"\[colab\] Warning: failed to fetch compute-unit info: (?P<cause>.*)")
 
 # Substrings of stderr that mean "the CLI has no usable credentials" (spec §4), on any exit code:
@@ -171,13 +179,22 @@ def parse_usage(stdout: str, *, call: CliCall | None = None) -> Usage:
     return Usage(float(balance["value"]), float(rate["value"]), int(count["value"]))
 
 
-def parse_whoami(stdout: str, *, call: CliCall | None = None) -> str:
-    """The login's email (lower case: Google's addresses are not case-sensitive)."""
+def parse_whoami(stdout: str, *, call: CliCall | None = None) -> str | None:
+    """The login's email (lower case: Google's addresses are not case-sensitive), or None when
+    tokeninfo gave none (a token without the userinfo.email scope, as ADC can be)."""
     lines = output_lines(stdout)
-    found = [m for line in lines if (m := _WHOAMI_EMAIL.fullmatch(line))]
-    if len(found) != 1 or not lines[0].startswith("Auth provider: "):
+    emails = [m for line in lines if (m := _WHOAMI_EMAIL.fullmatch(line))]
+    blank = [line for line in lines if _WHOAMI_NO_EMAIL.fullmatch(line)]
+    if len(emails) + len(blank) != 1 or not lines[0].startswith("Auth provider: "):
         raise _unrecognised("whoami", stdout, call)
-    return found[0]["email"].lower()
+    return emails[0]["email"].lower() if emails else None
+
+
+def find_retries(log_text: str) -> list[str]:
+    """The assignment retries in a piece of the CLI's colab.log, each as `<message> (at <time>)`.
+    Only that line's exact shape: the rest of the log holds tokens and is never passed on."""
+    found = (_RETRY_LINE.fullmatch(line.rstrip("\r")) for line in log_text.splitlines())
+    return [f"{m['message']} (at {m['at']})" for m in found if m is not None]
 
 
 def parse_new(stdout: str, name: str, *, call: CliCall | None = None) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from types import MappingProxyType
+from typing import Any
 
 RATES_PER_HOUR: Mapping[str, float] = MappingProxyType(
     {"T4": 1.76, "L4": 4.82, "G4": 5.30, "A100": 11.77, "H100": 15.04}
@@ -54,3 +55,14 @@ def costs(
             "rate_per_hour": rate_per_hour(gpu),
         },
     }
+
+
+def report_costs(report: Mapping[str, Any] | None) -> tuple[float, float] | None:
+    """The held seconds and compute units a final report says, as it says them (None for no
+    report, or one without them): what `colabq usage` and the metrics count for an ended job."""
+    if not report:
+        return None
+    try:
+        return float(report["duration"]["held_s"]), float(report["compute_units"]["units"])
+    except (KeyError, TypeError, ValueError):
+        return None

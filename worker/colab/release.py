@@ -14,7 +14,8 @@ from enum import StrEnum
 from worker.clock import Clock
 from worker.colab.driver import ColabDriver
 from worker.colab.witness import Witness, confirm_gone
-from worker.errors import ColabError, ColabqError
+from worker.errors import ColabError, ColabqError, refuse
+from worker.records import ids
 
 
 class ReleaseOutcome(StrEnum):
@@ -52,6 +53,9 @@ def release_session(
     The first attempt checks ownership against the CLI's own record (the endpoint `colab stop`
     would unassign) and stops at once: billing ends a status call sooner. Later attempts ask
     `colab status` first, which also prunes a record whose VM is already gone."""
+    # Only a name and an endpoint in their grammars ever reach the CLI (invariant 3).
+    ids.session(name) or refuse("session", "the session to release", name)
+    ids.endpoint(endpoint) or refuse("endpoint", f"the endpoint of {name}", endpoint)
     last: Exception | None = None
     stopped = False
     for attempt in range(attempts):

@@ -15,7 +15,8 @@ from typing import Any
 
 from celery import Celery
 
-from worker.spec import JobSpec, encode_spec, queue_for
+from worker.records import ids
+from worker.spec import Gpu, JobSpec, encode_spec, queue_for
 from worker.tasknames import RUN_JOB, job_argsrepr
 
 
@@ -27,9 +28,15 @@ def copy_ids(spec: JobSpec, prefix: str = "") -> list[tuple[str, str]]:
     ]
 
 
-def job_of_task(task_id: str) -> str:
-    """The job id of a copy's task id."""
-    return task_id.split(".", 1)[0]
+def jobs_of_task(task_id: object) -> set[str]:
+    """The job ids a copy's task id may name (each a job id, `ids`): the id itself (a first
+    copy), and the id without a `.<gpu>` ending (a fallback type's copy). Both are returned
+    where both could be: an owned id `<hex>.<user>` whose user is named like a GPU type
+    (`<hex>.t4`) reads either way, and a set of waiting jobs that holds one more id is harmless."""
+    text = ids.text(task_id) or ""
+    base, _, gpu = text.rpartition(".")
+    found = {text, base} if gpu.upper() in Gpu.__members__ else {text}
+    return {j for j in found if ids.job_id(j) is not None}
 
 
 def send_job(app: Celery, spec: JobSpec, prefix: str = "", **options: Any) -> list[str]:

@@ -36,7 +36,8 @@ class Health:
         return asdict(self)
 
 
-def _parse(raw: bytes | str | None) -> Health | None:
+def parse(raw: bytes | str | None) -> Health | None:
+    """A health record as read, or None (healthy, or damaged)."""
     if raw is None:
         return None
     try:
@@ -50,14 +51,14 @@ def _parse(raw: bytes | str | None) -> Health | None:
 
 
 def read(r: redis.Redis, keys: Keys, name: str) -> Health | None:
-    return _parse(r.get(keys.worker_health(name)))
+    return parse(r.get(keys.worker_health(name)))
 
 
 def read_many(r: redis.Redis, keys: Keys, names: Sequence[str]) -> dict[str, Health]:
     if not names:
         return {}
     raws = r.mget([keys.worker_health(n) for n in names])
-    return {n: h for n, raw in zip(names, raws, strict=True) if (h := _parse(raw)) is not None}
+    return {n: h for n, raw in zip(names, raws, strict=True) if (h := parse(raw)) is not None}
 
 
 def note_failure(

@@ -14,7 +14,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 import time
@@ -71,8 +70,13 @@ class Prober:
 
     def _loop(self) -> None:
         while not self._stop.is_set():
-            with contextlib.suppress(redis.RedisError, ColabqError, OSError):
+            try:
                 self.tick(time.time())
+            except (redis.RedisError, ColabqError, OSError):
+                pass  # Redis or this host, for a moment: the next tick tries again
+            except Exception as exc:  # anything else: said, and the worker's duties go on
+                log.error("colabq worker %s: a fleet tick failed: %s", self.name, exc,
+                          exc_info=True)  # fmt: skip
             self._stop.wait(self.tick_s)
 
     def tick(self, now: float) -> None:
@@ -124,6 +128,9 @@ class Prober:
                     continue  # waits for its dependencies, or ended (`worker.flow.deps`)
                 spec = self.ledger.get(job_id).spec
             except ColabqError:
+                continue
+            except (ValueError, KeyError, TypeError) as exc:  # this job's records alone
+                log.warning("colabq worker %s: due job %s not sent: %s", self.name, job_id, exc)
                 continue
             send_job(self.app, spec, self.settings.queue_prefix)
             sent.append(job_id)

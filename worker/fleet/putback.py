@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from worker.errors import ColabqError, JobNotFound, StaleOwner
 from worker.fleet.causes import Cause
 from worker.flow.slots import free_slot
+from worker.quota.release import free_quota
+from worker.records import ids
 from worker.records.events import events_key
 from worker.records.ledger import Ledger
 from worker.states import JobState
@@ -70,12 +72,17 @@ return {1, encoded}
 
 # KEYS: deferred. ARGV: now, most, the job keys' prefix. The due ids still QUEUED and unowned
 # (each taken out of the set once, whoever asks).
-_PROMOTE = """
+_PROMOTE = (
+    ids.LUA_NAMES
+    + """
 local out = {}
 for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, ARGV[2])) do
   redis.call('ZREM', KEYS[1], id)
   local k = ARGV[3] .. id
-  local st, owner = redis.call('HGET', k, 'state'), redis.call('HGET', k, 'owner') or ''
+  local st, owner = nil, ''
+  if is_job_id(id) then  -- a member that is no job id is dropped, naming no key
+    st, owner = redis.call('HGET', k, 'state'), redis.call('HGET', k, 'owner') or ''
+  end
   if st == 'queued' and owner == '' then
     redis.call('HDEL', k, 'retry_at')
     out[#out + 1] = id
@@ -83,6 +90,7 @@ for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT
 end
 return out
 """
+)
 
 
 @dataclass(frozen=True)
@@ -158,6 +166,7 @@ def put_back(
     if int(code) < 0:
         raise StaleOwner(job_id)
     free_slot(ledger.r, k, job_id, attempt.at)  # a sweep's point gives its slot back
+    free_quota(ledger.r, k, job_id, attempt.at)  # and its user's and account's (`worker.quota`)
     return attempts_of(detail.decode() if isinstance(detail, bytes) else str(detail))
 
 
@@ -167,7 +176,7 @@ def promote_due(ledger: Ledger, now: float, most: int = 100) -> list[str]:
     sends it again)."""
     k = ledger.keys
     raw = ledger.r.eval(_PROMOTE, 1, k.deferred(), repr(now), str(most), k.job(""))
-    return [i.decode() if isinstance(i, bytes) else str(i) for i in raw]
+    return ids.members("job id", raw, k.deferred())
 
 
 def give_back_host(

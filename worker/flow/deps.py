@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from worker.errors import UserInputError
+from worker.records import ids
 from worker.states import TERMINAL, JobState
 
 if TYPE_CHECKING:
@@ -62,11 +63,16 @@ def satisfied(cond: str, state: JobState) -> bool:
 def verdict(ledger: Ledger, job_id: str) -> tuple[Literal["go", "wait", "never"], str]:
     """Whether the job's dependencies let it run now, and why not."""
     raw = ledger.r.hget(ledger.keys.job(job_id), "after")
-    for d in decode(raw.decode() if raw else ""):
+    for d in decode(ids.text(raw) or ""):
+        if ids.job_id(d.job) is None:  # names no job: it can never run (`ids`)
+            return "never", f"dependency {ids.shown(d.job)} is not a job id"
         st = ledger.r.hget(ledger.keys.job(d.job), "state")
         if st is None:
             return "never", f"dependency {d.job} is gone (its record expired)"
-        state = JobState(st.decode())
+        try:
+            state = JobState(ids.text(st) or "")
+        except ValueError:
+            return "never", f"dependency {d.job}'s record is damaged (state {ids.shown(st)})"
         if state not in TERMINAL:
             return "wait", f"waiting for {d.job} ({state.name}) to {_WANT[d.cond]}"
         if not satisfied(d.cond, state):
@@ -114,16 +120,22 @@ end
 # KEYS: the job hash. ARGV: the key prefix, job id, now, the deferred set (undeclared, written
 # with pcall: a write Redis ACLs refuse leaves the dependant to its backstop retry). The job's
 # dependants still QUEUED and unowned are made due now (`fleet.prober` then judges each).
-NUDGE = """
+NUDGE = (
+    ids.LUA_NAMES
+    + """
 for _, id in ipairs(redis.call('SMEMBERS', KEYS[1] .. ':dependants')) do
   local k = ARGV[1] .. ':job:' .. id
-  local st, owner = redis.call('HGET', k, 'state'), redis.call('HGET', k, 'owner') or ''
+  local st, owner = nil, ''
+  if is_job_id(id) then  -- a member that is no job id names no key (`worker.records.ids`)
+    st, owner = redis.call('HGET', k, 'state'), redis.call('HGET', k, 'owner') or ''
+  end
   if st == 'queued' and owner == '' then
     redis.pcall('HSET', k, 'retry_at', ARGV[3])
     redis.pcall('ZADD', ARGV[4], ARGV[3], id)
   end
 end
 """
+)
 
 
 def nudge_dependants(client: Any, keys: Keys, job_id: str, now: float) -> None:

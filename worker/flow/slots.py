@@ -14,18 +14,26 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from worker.records import ids
+
 if TYPE_CHECKING:
     from worker.records.keys import Keys
 
 BACKSTOP_S = 30  # a deferred point is tried again this often even if no slot was seen freed
 
 # Lua: `base` := a sweep's base key from the key prefix `pfx` and the sweep's id `sw`, as
-# `worker.flow.sweeps.sweep_base` builds it.
-SWEEP_BASE = """
+# `worker.flow.sweeps.sweep_base` builds it; with the grammar's checks (`worker.records.ids`):
+# a job's `sweep` field counts only if it is a sweep id the job may belong to (an owned sweep only
+# for a job of the same owner), so a forged field never takes or frees another user's slots, and
+# a set's member that is no job id names no key.
+SWEEP_BASE = (
+    ids.LUA_NAMES
+    + """
 local function sweep_base(pfx, sw)
   return pfx .. ':sweep:' .. sw
 end
 """
+)
 
 # Lua, inside the claim script before the lock is taken: `id`, `now`, `pfx`, `job` (the job
 # hash) and `deferred` given. Sets `slots` to the sweep's running set when it has a cap, or
@@ -33,7 +41,7 @@ end
 TAKE_SLOT = """
 local slots, queue = nil, nil
 local sw = redis.call('HGET', job, 'sweep')
-if sw and pfx ~= '' then
+if sw and pfx ~= '' and is_sweep_id(sw, id) then
   local base = sweep_base(pfx, sw)
   local cap = tonumber(redis.call('HGET', base, 'max_parallel') or '0') or 0
   if cap > 0 then
@@ -69,7 +77,7 @@ FREE_SLOT = (
     + """
 local pfx, id, now = ARGV[1], ARGV[2], ARGV[3]
 local sw = redis.call('HGET', KEYS[1], 'sweep')
-if not sw then return '' end
+if not sw or not is_sweep_id(sw, id) then return '' end
 local base = sweep_base(pfx, sw)
 redis.call('ZREM', base .. ':waiting', id)
 if redis.call('SREM', base .. ':running', id) == 0 then return '' end
@@ -78,7 +86,10 @@ while true do
   if not nxt then return '' end
   redis.call('ZREM', base .. ':waiting', nxt)
   local k = pfx .. ':job:' .. nxt
-  local st, owner = redis.call('HGET', k, 'state'), redis.call('HGET', k, 'owner') or ''
+  local st, owner = nil, ''
+  if is_job_id(nxt) then
+    st, owner = redis.call('HGET', k, 'state'), redis.call('HGET', k, 'owner') or ''
+  end
   if st == 'queued' and owner == '' then
     redis.pcall('HSET', k, 'retry_at', now)
     redis.pcall('ZADD', ARGV[4], now, nxt)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from worker.people.owners import SEPARATOR
+from worker.records import ids
 
 if TYPE_CHECKING:
     from redis import Redis
@@ -59,5 +60,5 @@ def no_sweep(sweep_id: str) -> str:
 
 def points_of(r: Redis, keys: Keys, sweep_id: str) -> list[str]:
     """The ids of the sweep's points in their order, or [] for no such sweep."""
-    raw = r.zrange(sweep_jobs(keys, sweep_id), 0, -1)
-    return [m.decode() if isinstance(m, bytes) else str(m) for m in raw]
+    key = sweep_jobs(keys, sweep_id)
+    return ids.members("job id", r.zrange(key, 0, -1), key)

@@ -25,17 +25,19 @@ from worker.errors import (
     UserInputError,
 )
 from worker.flow.deps import Cond
-from worker.spec import JOB_ID_PATTERN, JobSpec
+from worker.records import ids
+from worker.spec import JobSpec
 from worker.states import JobState
 
 MAX_BATCH = 10_000  # a sweep's most points (`producer.sweep.MAX_POINTS`)
 MAX_REASON = 500
 REQUEST_ID = r"^[0-9a-f]{32}$"
-SWEEP_ID = r"^sw[0-9a-f]{12}(\.[a-z0-9][a-z0-9_-]{0,31})?$"
+JOB_ID = rf"^{ids.JOB_ID.pattern}$"  # the one grammar (`worker.records.ids`)
+SWEEP_ID = rf"^{ids.SWEEP_ID.pattern}$"
 _HOST = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$"
 _LOCAL_USER = r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,63}$"
 
-JobId = Annotated[str, Field(pattern=JOB_ID_PATTERN)]
+JobId = Annotated[str, Field(pattern=JOB_ID)]
 SweepId = Annotated[str, Field(pattern=SWEEP_ID)]
 # A reason recorded on jobs: one line, no control characters.
 Reason = Annotated[str, Field(max_length=MAX_REASON, pattern=r"^[^\x00-\x1f\x7f]*$")]
@@ -48,7 +50,7 @@ class Wire(BaseModel):
 class Dep(Wire):
     """One dependency: a job id, or `@N` (the batch's N-th job: an earlier pipeline step)."""
 
-    job: str = Field(pattern=r"^@\d{1,5}$|" + JOB_ID_PATTERN.removeprefix("^"))
+    job: str = Field(pattern=r"^@\d{1,5}$|" + JOB_ID.removeprefix("^"))
     cond: Cond = "ok"
 
 

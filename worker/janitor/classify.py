@@ -22,6 +22,7 @@ from enum import StrEnum
 from worker.accounts.names import same_account
 from worker.colab.parse import ServerSession
 from worker.janitor.snapshot import JobView, Snapshot
+from worker.records import ids
 from worker.states import TERMINAL, JobState
 
 
@@ -189,6 +190,10 @@ def find_account_findings(
         seen = f"{_age(age)} ({a.hardware})"
         job_id = owners.get(ep)
         job = jobs.get(job_id) if job_id else None
+        if ids.endpoint(ep) is None:
+            why = "not an endpoint colabq acts on (its grammar, `worker.records.ids`): reported"
+            out.append(Finding(Do.LEAVE, "assignment", ids.shown(ep), None, seen, why))
+            continue
         if job_id is None or job is None:
             why = (
                 "no colabq record (a notebook, another tool, or a `colab new` killed before it "

@@ -10,6 +10,7 @@ a tracker that cannot be reached leaves them for the next pass. A dry run asks n
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -18,6 +19,7 @@ from worker.janitor.snapshot import TrackedRun
 from worker.states import TERMINAL
 from worker.tracker.runs import MLFLOW, TrackerRef, TrackerRuns, ending_for
 
+log = logging.getLogger(__name__)
 _SETTINGS = {MLFLOW: "COLABQ_MLFLOW_TRACKING_URI", "wandb": "COLABQ_WANDB_API_KEY_FILE"}
 
 
@@ -76,6 +78,11 @@ def check_runs(
                 did += f"; {client.delete(ref)}"
         except TrackerError as exc:
             rows.append(GhostRow(t.ref, job, "failed: check", exc.advice()))
+            continue
+        except Exception as exc:  # this run alone fails; the others are still checked
+            log.error("janitor: tracker run %s of job %s failed: %s", t.ref, t.job_id, exc,
+                      exc_info=True)  # fmt: skip
+            rows.append(GhostRow(t.ref, job, "failed: check", f"{type(exc).__name__}: {exc}"))
             continue
         done.append(t.job_id)
         why = f"still {status} while its job is over: {t.reason}"

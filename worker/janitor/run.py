@@ -10,71 +10,43 @@ tracker runs still "running" are closed (`ghosts`), those of jobs this pass sett
 from __future__ import annotations
 
 import dataclasses
+import logging
 import secrets
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 from worker.colab.parse import ServerSession
 from worker.errors import ColabqError
 from worker.janitor.beats import watchdog_lost_after_s
 from worker.janitor.classify import Do, Finding, find_account_findings, find_job_findings
 from worker.janitor.ghosts import check_runs
+from worker.janitor.reconcile import Stray, find_strays, queue_restore
+from worker.janitor.report import JanitorReport as JanitorReport  # importers read it here
+from worker.janitor.report import Row as Row
+from worker.janitor.report import collapse_left_alone as collapse_left_alone
 from worker.janitor.settle import Verifier, settle_from_store, settle_job, settle_outcome
 from worker.janitor.snapshot import (
     JobView,
+    Junk,
     TrackedRun,
     read_endpoint_owners,
     read_snapshot,
     read_views,
 )
+from worker.metrics.counts import count_janitor
+from worker.records import ids
 from worker.records.ledger import Ledger
+from worker.records.record import JobRecord
+from worker.records.tail import forward_stored_tail
 from worker.records.unheld import clear_dead_claim
+from worker.records.vms import index_owner, vm_problem
 from worker.spec import JobSpec
 from worker.states import JobState
 from worker.tracker.runs import TrackerRuns
 
 ADOPT_MARK_S = 120  # an adopter this pass started has this long to take the job's lock
 
-
-@dataclass(frozen=True)
-class Row:
-    kind: str  # job, assignment, account, tracker run
-    subject: str
-    seen: str
-    did: str  # "did: …", "would: …", "left alone", "failed: …"
-    why: str
-
-
-@dataclass(frozen=True)
-class JanitorReport:
-    ran: bool
-    dry_run: bool
-    rows: tuple[Row, ...] = ()
-    account_measured: bool = False
-    account: str | None = None  # the Colab account whose pass this is (None: unknown)
-    skipped: str = "another janitor pass holds the lock; skipped"  # why, when not `ran`
-
-    def lines(self) -> list[str]:
-        if not self.ran:
-            return [self.skipped]
-        mode = " (dry run)" if self.dry_run else ""
-        acct = "" if self.account_measured else "; account not measured"
-        of = f" of {self.account}" if self.account else ""
-        head = f"janitor{mode}{of}: {len(self.rows)} finding(s){acct}"
-        return [head, *(f"{r.kind} {r.subject} [{r.seen}]: {r.did}: {r.why}" for r in self.rows)]
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "ran": self.ran,
-            "dry_run": self.dry_run,
-            "account": self.account,
-            "account_measured": self.account_measured,
-            "skipped": None if self.ran else self.skipped,
-            "rows": [asdict(r) for r in self.rows],
-        }
-
-    def did(self, kind: str) -> list[Row]:
-        return [r for r in self.rows if r.did.startswith(f"did: {kind}")]
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -103,6 +75,13 @@ class JanitorDeps:
     me: Callable[[bool], str | None] = lambda remote: None
     # After a pass that listed the account: remember the account's balance (`colab usage`).
     note_usage: Callable[[str], None] = lambda account: None
+    # (spec, segment, offset) -> the console copy a segment's final upload stored, from that
+    # offset on (None: no copy): a settled job's last lines, when its VM went first.
+    console_tail: Callable[[JobSpec, int, int], bytes | None] = lambda spec, seg, at: None
+    # colabq's session names start with it (`Settings.session_prefix`): no other is adopted.
+    session_prefix: str = "colabq-"
+    # Keys of the database each pass walks for live jobs missing from `active` (0: none).
+    reconcile_keys: int = 0
 
 
 def janitor_pass(
@@ -147,7 +126,11 @@ def janitor_pass(
 
 def _pass(deps: JanitorDeps, dry_run: bool, me: str | None = None) -> JanitorReport:
     ledger = deps.ledger
+    walk = find_strays(ledger, deps.reconcile_keys, dry_run=dry_run)
     snap = read_snapshot(ledger)
+    known = {j.job_id for j in snap.jobs}
+    if extra := [s.job_id for s in walk.strays if s.job_id not in known]:
+        snap = dataclasses.replace(snap, jobs=(*snap.jobs, *read_views(ledger, extra)))
     # The queues are read only when a QUEUED job needs them (one more round trip).
     ask_queues = any(
         j.state is JobState.QUEUED
@@ -163,7 +146,13 @@ def _pass(deps: JanitorDeps, dry_run: bool, me: str | None = None) -> JanitorRep
         queued_ids=waiting,
         me=me,
     )
-    rows: list[Row] = []
+    verb = "would" if dry_run else "did"
+    rows = [
+        Row("index entry", j.key, j.shown, f"{verb}: drop it", "not a job id") for j in snap.junk
+    ]
+    back = f"{verb}: put it back in {ledger.keys.active()}"
+    why = "not over, yet missing from the index of live jobs"
+    rows += [Row("job", s.job_id, s.state.upper(), back, why) for s in walk.strays]
     measured = False
     if not dry_run:
         try:
@@ -185,27 +174,9 @@ def _pass(deps: JanitorDeps, dry_run: bool, me: str | None = None) -> JanitorRep
         [Row("tracker run", g.subject, g.seen, g.did, g.why) for g in ghost_rows]
     )
     if not dry_run:
-        _write_batch(ledger, findings, snap.now, checked)
+        fixes = Fixes(walk.strays, snap.junk)
+        _write_batch(ledger, findings, snap.now, checked, account=me or "", rows=rows, fixes=fixes)
     return JanitorReport(True, dry_run, tuple(rows), measured, me)
-
-
-def collapse_left_alone(rows: list[Row], *, shown: int = 3) -> list[Row]:
-    """Rows left alone for the same reason, as one summary row where there are several (a host
-    without a tracker's settings would otherwise print one row per finished job)."""
-    groups: dict[tuple[str, str], list[Row]] = {}
-    for r in rows:
-        if r.did == "left alone":
-            groups.setdefault((r.kind, r.why), []).append(r)
-    out: list[Row] = []
-    for r in rows:
-        group = groups.get((r.kind, r.why)) if r.did == "left alone" else None
-        if group is None or len(group) == 1:
-            out.append(r)
-        elif group[0] is r:
-            names = ", ".join(g.subject for g in group[:shown])
-            more = f" and {len(group) - shown} more" if len(group) > shown else ""
-            out.append(Row(r.kind, f"{len(group)} {r.kind}s", names + more, r.did, r.why))
-    return out
 
 
 def _account(
@@ -252,29 +223,55 @@ def _act(
     if dry_run or f.do in (Do.DROP_LEASE, Do.FORGET):
         return row(f"{'would' if dry_run else 'did'}: {f.do.value}")
     try:
-        if f.do is Do.SETTLE:
-            return _settle(deps, f, settled)
-        if f.do is Do.SETTLE_STORED:
-            return _settle(deps, f, settled, from_store=True)
-        if f.do is Do.ADOPT:
-            key = deps.ledger.keys.adopting(f.subject)
-            if not deps.ledger.r.set(key, "1", nx=True, ex=ADOPT_MARK_S):
-                return row("left alone", "an adopter was started for it moments ago")
-            return row(f"did: adopt ({deps.adopt(f.subject)})")
-        if f.do is Do.RESEND:
-            rec = deps.ledger.get(f.subject)
-            now = repr(deps.ledger.clock.time())
-            deps.ledger.set_fields(f.subject, owner=rec.owner, resent_at=now)
-            return row(f"did: send again ({deps.resend(rec.spec)})")
-        if f.do is Do.UNCLAIM:
-            return _unclaim(deps, f, f.subject in waiting)
-        if f.do is Do.STOP_ORPHAN:
-            assert f.job_id is not None
-            [view] = read_views(deps.ledger, [f.job_id])
-            return row(f"did: stop orphan ({deps.stop_orphan(view, f.subject)})")
+        return _act_on(deps, f, settled, waiting)
     except ColabqError as exc:
         return row(f"failed: {f.do.value}", exc.advice())
+    except Exception as exc:  # anything else fails this finding alone; the pass goes on
+        log.error("janitor: %s %s (%s) failed: %s", f.kind, f.subject, f.do.value, exc,
+                  exc_info=True)  # fmt: skip
+        return row(f"failed: {f.do.value}", f"{type(exc).__name__}: {exc}"[:300])
+
+
+def _act_on(
+    deps: JanitorDeps,
+    f: Finding,
+    settled: list[TrackedRun] | None,
+    waiting: set[str] | frozenset[str],
+) -> Row:
+    def row(did: str, why: str = f.why) -> Row:
+        return Row(f.kind, f.subject, f.seen, did, why)
+
+    if f.do is Do.SETTLE:
+        return _settle(deps, f, settled)
+    if f.do is Do.SETTLE_STORED:
+        return _settle(deps, f, settled, from_store=True)
+    if f.do is Do.ADOPT:
+        if why := _not_its_vm(deps, f.subject):
+            return row("left alone", f"not adopted: its record names a VM not its own ({why})")
+        key = deps.ledger.keys.adopting(f.subject)
+        if not deps.ledger.r.set(key, "1", nx=True, ex=ADOPT_MARK_S):
+            return row("left alone", "an adopter was started for it moments ago")
+        return row(f"did: adopt ({deps.adopt(f.subject)})")
+    if f.do is Do.RESEND:
+        rec = deps.ledger.get(f.subject)
+        now = repr(deps.ledger.clock.time())
+        deps.ledger.set_fields(f.subject, owner=rec.owner, resent_at=now)
+        return row(f"did: send again ({deps.resend(rec.spec)})")
+    if f.do is Do.UNCLAIM:
+        return _unclaim(deps, f, f.subject in waiting)
+    if f.do is Do.STOP_ORPHAN:
+        assert f.job_id is not None
+        [view] = read_views(deps.ledger, [f.job_id])
+        return row(f"did: stop orphan ({deps.stop_orphan(view, f.subject)})")
     raise AssertionError(f"unhandled finding {f.do}")
+
+
+def _not_its_vm(deps: JanitorDeps, job_id: str) -> str | None:
+    """Why the VM job `job_id`'s record names is not its own (`records.vms`), or None."""
+    raw = deps.ledger.r.hmget(deps.ledger.keys.job(job_id), "session", "endpoint")
+    name, endpoint = (ids.text(v) for v in raw)
+    owner = index_owner(deps.ledger, endpoint)
+    return vm_problem(job_id, name, endpoint, owner, deps.session_prefix)
 
 
 def _unclaim(deps: JanitorDeps, f: Finding, waiting: bool) -> Row:
@@ -314,18 +311,47 @@ def _settle(
         s = settle_outcome(rec, ledger.read_watch(f.subject), deps.verify, cancel)
     if s is None:
         return Row(f.kind, f.subject, f.seen, "left alone", "its session is not verified gone")
+    tail = _take_stored_tail(deps, rec)
     if not settle_job(ledger, f.subject, s, deps.location(rec.spec), vm_seen=not from_store):
         return Row(f.kind, f.subject, f.seen, "left alone", "its owner renewed the lease meanwhile")
     if settled is not None and (run := rec.get("tracker_run")):
         settled.append(TrackedRun(f.subject, run, s.state, s.reason, deps.ledger.clock.time()))
-    return Row(f.kind, f.subject, f.seen, f"did: settle {s.state.name}", s.reason)
+    return Row(f.kind, f.subject, f.seen, f"did: settle {s.state.name}", s.reason + tail)
+
+
+def _take_stored_tail(deps: JanitorDeps, rec: JobRecord) -> str:
+    """Before the job is reported ended: its console's last lines that no attach client
+    forwarded, from the copy its final upload stored (said on the job's log too)."""
+    raw = rec.get("segment") or "0"
+    segment, nonce = (int(raw) if raw.isdigit() else 0), rec.get("nonce") or ""
+    if not nonce:
+        return ""
+    try:
+        tail = forward_stored_tail(
+            deps.ledger, rec.job_id, segment, nonce,
+            lambda offset: deps.console_tail(rec.spec, segment, offset),
+        )  # fmt: skip
+    except ColabqError as exc:
+        return f"; its console's stored copy could not be read: {exc.advice()}"
+    said = tail.summary() if tail.found else ""
+    if said:
+        deps.ledger.append_log(rec.job_id, f"[janitor] {said}", stream="colabq")
+    return f"; {said}" if said else ""
 
 
 def _write_batch(
-    ledger: Ledger, findings: list[Finding], now: float, checked: list[str] | None = None
+    ledger: Ledger,
+    findings: list[Finding],
+    now: float,
+    checked: list[str] | None = None,
+    *,
+    account: str = "",
+    rows: list[Row] | None = None,
+    fixes: Fixes | None = None,
 ) -> None:
-    """Lease entries of finished jobs, forgotten active entries, tracker runs checked, and
-    retention: one round trip."""
+    """Lease entries of finished jobs, forgotten active entries, tracker runs checked,
+    retention, the indexes' repairs (`fixes`), and the pass's actions counted for `colabq
+    metrics`: one round trip."""
     k = ledger.keys
     drop = [f.subject for f in findings if f.do is Do.DROP_LEASE]
     forget = [f.subject for f in findings if f.do in (Do.FORGET, Do.DROP_LEASE)]
@@ -339,4 +365,17 @@ def _write_batch(
     # Records expire by themselves (a TTL set when the job ended); the index of jobs follows.
     pipe.zremrangebyscore(k.jobs(), "-inf", now - ledger.retention_s)
     pipe.zremrangebyscore(k.tracker_check(), "-inf", now - ledger.retention_s)
+    if fixes is not None:
+        queue_restore(pipe, ledger, fixes.strays)
+        for j in fixes.junk:  # an index's member that is no job id
+            (pipe.srem if j.key == k.active() else pipe.zrem)(j.key, j.raw)
+    count_janitor(pipe, k, account, rows or [])
     pipe.execute()
+
+
+@dataclass(frozen=True)
+class Fixes:
+    """What a pass repairs in the indexes: live jobs put back, junk members dropped."""
+
+    strays: tuple[Stray, ...] = ()
+    junk: tuple[Junk, ...] = ()

@@ -14,9 +14,10 @@ import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from worker import gpuidle, timelimit
-from worker.colab import rates
+from worker import exitwhy, gpuidle, timelimit
+from worker.colab import rates, versions
 from worker.errors import ColabqError
+from worker.progress import record, words
 from worker.records.ledger import Ledger
 from worker.records.record import JobRecord
 from worker.session.codereport import not_ready
@@ -82,7 +83,7 @@ def settle_outcome(
     if not v.ok:
         return Settlement(JobState.FAILED, f"owner died; job exited {code}; {v.summary()}", code)
     if code != 0:
-        return Settlement(JobState.FAILED, f"owner died; job exited {code}", code)
+        return Settlement(JobState.FAILED, f"owner died; {exitwhy.exit_reason(code, watch)}", code)
     return Settlement(
         JobState.SUCCEEDED,
         "owner died; exit 0, artifacts verified, session released (watchdog)",
@@ -132,10 +133,12 @@ def settle_job(
         runtime = "released (verified gone by its watchdog)"
         if not vm_seen:
             runtime = f"not looked at: left to the janitor of {rec.get('account')}"
+        cli = versions.recorded_version(rec.get("colab_cli"))
         report = {
             "job_id": job_id,
             "run_name": rec.spec.run_name,
             "commit": rec.spec.commit,
+            "colab_cli": cli,
             "outcome": s.state.value,
             "reason": s.reason,
             "exit_code": s.exit_code,
@@ -147,6 +150,10 @@ def settle_job(
             "remaining_endpoint": None if vm_seen else rec.get("endpoint"),
             **rates.costs(rec.spec.gpu.value, rec.created_at, rec.fields, ledger.clock.time()),
             "next_action": "none" if s.state is JobState.SUCCEEDED else "read the log; resubmit",
+            "notes": versions.report_notes(cli),
+            "progress": words.report(
+                record.from_watch(ledger.read_watch(job_id))[0], rec.spec.epochs
+            ),
         }
         fields = {"outcome": s.state.value, "report": json.dumps(report)}
         if s.exit_code is not None:

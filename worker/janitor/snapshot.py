@@ -10,9 +10,11 @@ Reading changes nothing.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
+from worker.records import ids
 from worker.records.ledger import Ledger
 from worker.states import JobState
 
@@ -62,22 +64,50 @@ class TrackedRun:
 
 
 @dataclass(frozen=True)
+class Junk:
+    """A member of an index that is no job id (`ids`): reported, never read as a job, and
+    dropped from the index by a pass that acts (the janitor prunes these indexes anyway)."""
+
+    key: str
+    raw: bytes
+
+    @property
+    def shown(self) -> str:
+        return ids.shown(self.raw)
+
+
+@dataclass(frozen=True)
 class Snapshot:
     now: float
     jobs: tuple[JobView, ...]
     expired_leases: tuple[str, ...]
     tracked: tuple[TrackedRun, ...] = ()
+    junk: tuple[Junk, ...] = ()
 
 
 def _s(v: Any) -> str | None:
-    return v.decode() if isinstance(v, bytes) else None
+    return v.decode(errors="replace") if isinstance(v, bytes) else None
 
 
 def _f(v: Any) -> float | None:
     try:
-        return float(v.decode()) if isinstance(v, bytes) else None
-    except ValueError:
+        f = float(v.decode()) if isinstance(v, bytes) else None
+    except ValueError:  # UnicodeDecodeError included
         return None
+    return f if f is not None and math.isfinite(f) else None
+
+
+def _split(key: str, raws: Any, junk: list[Junk]) -> list[str]:
+    """The job ids among an index's members; the others reported and noted as junk."""
+    good = []
+    for raw in raws:
+        job_id = ids.job_id(raw)
+        if job_id is None:
+            ids.report("job id", key, raw)
+            junk.append(Junk(key, raw if isinstance(raw, bytes) else str(raw).encode()))
+        else:
+            good.append(job_id)
+    return good
 
 
 def read_snapshot(ledger: Ledger) -> Snapshot:
@@ -89,26 +119,36 @@ def read_snapshot(ledger: Ledger) -> Snapshot:
     pipe.zrangebyscore(k.leases(), f"({now!r}", "+inf")
     pipe.zrange(k.tracker_check(), 0, TRACKED_PER_PASS - 1, withscores=True)
     active_raw, expired_raw, live_raw, tracked_raw = pipe.execute()
-    expired = sorted(x.decode() for x in expired_raw)
+    junk: list[Junk] = []
+    expired = sorted(set(_split(k.leases(), expired_raw, junk)))
     # A job whose lease is live has an owner that renews it: nothing for a pass to do, so it is
     # not read (the account's assignments read the jobs they name, live or not).
-    live = {x.decode() for x in live_raw}
-    ids = sorted(({x.decode() for x in active_raw} - live) | set(expired))
-    tracked = [(x.decode(), float(at)) for x, at in tracked_raw]
+    live = set(_split(k.leases(), live_raw, junk))
+    wanted = sorted((set(_split(k.active(), active_raw, junk)) - live) | set(expired))
+    tracked_ids = _split(k.tracker_check(), [x for x, _ in tracked_raw], junk)
+    tracked = [(i, at) for i, (_, at) in zip(tracked_ids, _good(tracked_raw), strict=True)]
     pipe = r.pipeline(transaction=False)
-    _queue_views(pipe, ledger, ids)
+    _queue_views(pipe, ledger, wanted)
     for job_id, _ in tracked:
         pipe.hmget(k.job(job_id), _TRACKED_FIELDS)
-    replies = pipe.execute() if ids or tracked else []
-    views = _parse_views(ids, replies[: 4 * len(ids)], set(expired))
+    # One key of another type (a Redis error on one key) damages its own job's view alone.
+    replies = pipe.execute(raise_on_error=False) if wanted or tracked else []
+    views = _parse_views(wanted, replies[: 4 * len(wanted)], set(expired))
     runs = [
         _tracked(job_id, at, raw)
-        for (job_id, at), raw in zip(tracked, replies[4 * len(ids) :], strict=True)
+        for (job_id, at), raw in zip(tracked, replies[4 * len(wanted) :], strict=True)
     ]
-    return Snapshot(now, tuple(views), tuple(expired), tuple(runs))
+    return Snapshot(now, tuple(views), tuple(expired), tuple(runs), tuple(junk))
 
 
-def _tracked(job_id: str, ended_at: float, raw: list[Any]) -> TrackedRun:
+def _good(rows: Any) -> list[tuple[Any, float]]:
+    """The (member, score) rows of the tracker-check index whose member is a job id."""
+    return [(x, float(at)) for x, at in rows if ids.job_id(x) is not None]
+
+
+def _tracked(job_id: str, ended_at: float, raw: Any) -> TrackedRun:
+    if isinstance(raw, Exception):
+        return TrackedRun(job_id, None, None, "", ended_at)
     state_raw = _s(raw[0])
     try:
         state = JobState(state_raw) if state_raw else None
@@ -117,11 +157,13 @@ def _tracked(job_id: str, ended_at: float, raw: list[Any]) -> TrackedRun:
     return TrackedRun(job_id, _s(raw[2]), state, _s(raw[1]) or "", ended_at)
 
 
-def read_views(ledger: Ledger, ids: list[str], expired: set[str] | None = None) -> list[JobView]:
-    """The jobs `ids`, in one round trip."""
+def read_views(
+    ledger: Ledger, job_ids: list[str], expired: set[str] | None = None
+) -> list[JobView]:
+    """The jobs `job_ids` (job ids, checked where they were read), in one round trip."""
     pipe = ledger.r.pipeline(transaction=False)
-    _queue_views(pipe, ledger, ids)
-    return _parse_views(ids, pipe.execute() if ids else [], expired)
+    _queue_views(pipe, ledger, job_ids)
+    return _parse_views(job_ids, pipe.execute(raise_on_error=False) if job_ids else [], expired)
 
 
 def _queue_views(pipe: Any, ledger: Ledger, ids: list[str]) -> None:
@@ -133,10 +175,13 @@ def _queue_views(pipe: Any, ledger: Ledger, ids: list[str]) -> None:
         pipe.exists(k.cancel(job_id))
 
 
-def _parse_views(ids: list[str], replies: list[Any], expired: set[str] | None) -> list[JobView]:
+def _parse_views(job_ids: list[str], replies: list[Any], expired: set[str] | None) -> list[JobView]:
     views = []
-    for i, job_id in enumerate(ids):
+    for i, job_id in enumerate(job_ids):
         job, watch, lock, cancel = replies[4 * i : 4 * i + 4]
+        # A key of another type reads as nothing: no record (forgotten), no observations.
+        job = [None] * len(_JOB_FIELDS) if isinstance(job, Exception) else job
+        watch = [None] * len(_WATCH_FIELDS) if isinstance(watch, Exception) else watch
         state_raw = _s(job[0])
         try:
             state = JobState(state_raw) if state_raw else None
@@ -147,16 +192,16 @@ def _parse_views(ids: list[str], replies: list[Any], expired: set[str] | None) -
                 job_id=job_id,
                 state=state,
                 owner=_s(job[1]) or "",
-                endpoint=_s(job[2]) or _s(watch[5]),
-                session=_s(job[3]),
+                endpoint=ids.endpoint(job[2]) or ids.endpoint(watch[5]),
+                session=ids.session(job[3]),
                 created_at=_f(job[4]) or 0.0,
-                lock_held=bool(lock),
+                lock_held=bool(lock) and not isinstance(lock, Exception),
                 watchdog_beat_at=_f(watch[0]),
                 gone_verified=watch[1] is not None,
                 exec_exit=_s(watch[2]),
                 final_upload=_s(watch[3]),
                 results_local=_s(job[7]) or _s(watch[4]),
-                cancel=bool(cancel),
+                cancel=bool(cancel) and not isinstance(cancel, Exception),
                 resent_at=_f(job[6]),
                 lease_expired=job_id in (expired or set()),
                 reason=_s(job[9]) or "",
@@ -178,11 +223,16 @@ def read_endpoint_owners(
     pipe.hmget(ledger.keys.endpoints(), endpoints)
     pipe.hgetall(ledger.keys.first_seen(account))
     owners_raw, seen_raw = pipe.execute()
-    owners = {ep: j.decode() for ep, j in zip(endpoints, owners_raw, strict=True) if j}
+    owners = {}
+    for ep, raw in zip(endpoints, owners_raw, strict=True):
+        if raw is not None and (job_id := ids.job_id(raw)) is None:
+            ids.report("job id", f"{ledger.keys.endpoints()} at {ids.shown(ep)}", raw)
+        elif raw is not None and job_id is not None:
+            owners[ep] = job_id
     seen = {}
     for ep, at in seen_raw.items():
         try:
             seen[ep.decode()] = float(at)
-        except ValueError:
+        except ValueError:  # UnicodeDecodeError included
             continue
     return owners, seen

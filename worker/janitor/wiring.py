@@ -37,11 +37,13 @@ from worker.colab.driver import ColabCli, ServerSession
 from worker.colab.records import write_adoption_record
 from worker.colab.release import release_session
 from worker.deps import driver_at
-from worker.errors import ColabqError
-from worker.fleet.dispatch import job_of_task
+from worker.errors import ColabqError, refuse
+from worker.fleet.dispatch import jobs_of_task
 from worker.janitor.beats import watchdog_lost_after_s
 from worker.janitor.run import JanitorDeps
 from worker.janitor.snapshot import JobView
+from worker.records import ids
+from worker.records.keys import queue_lists
 from worker.records.ledger import Ledger
 from worker.session.owner import read_token
 from worker.session.plan import remote_job_dir
@@ -54,10 +56,6 @@ from worker.tracker.clients import clients_from
 
 if TYPE_CHECKING:
     from celery import Celery
-
-# kombu's Redis transport keeps a queue's priorities in lists named queue + sep + priority.
-_PRIORITY_SEP = "\x06\x16"
-_PRIORITY_STEPS = (0, 3, 6, 9)
 
 
 def janitor_dir(settings: Settings) -> Path:
@@ -78,6 +76,10 @@ def build_janitor_deps(
 
     def location(spec: JobSpec) -> str:
         return build_store(spec.artifact, endpoint=endpoint, token=token).location(spec)
+
+    def console_tail(spec: JobSpec, segment: int, offset: int) -> bytes | None:
+        store = build_store(spec.artifact, endpoint=endpoint, token=token)
+        return store.console_tail(spec, segment, offset)
 
     def listing() -> ColabCli:
         home.mkdir(parents=True, exist_ok=True)
@@ -101,7 +103,9 @@ def build_janitor_deps(
         name = rec.get("session")
         if not name:
             return "no session name recorded: left for a person"
-        folder = home / "jobs" / job.job_id
+        if ids.owned_session(name, settings.session_prefix) is None:
+            return f"session {ids.shown(name)} is not one of colabq's: left for a person"
+        folder = home / "jobs" / (ids.job_id(job.job_id) or refuse("job id", "a job", job.job_id))
         folder.mkdir(parents=True, exist_ok=True)
         config = folder / "colab-sessions.json"
         write_adoption_record(
@@ -129,6 +133,7 @@ def build_janitor_deps(
         return "; ".join([*notes[-1:], outcome.value])
 
     def adopt(job_id: str) -> str:
+        job_id = ids.job_id(job_id) or refuse("job id", "a job to adopt", job_id)
         home.mkdir(parents=True, exist_ok=True)
         with open(home / f"adopt-{job_id}.log", "ab") as log:
             proc = subprocess.Popen(
@@ -152,6 +157,8 @@ def build_janitor_deps(
         watchdog_stale_s=watchdog_stale_after_s(settings), orphan_grace_s=settings.orphan_grace_s,
         stranded_grace_s=settings.stranded_grace_s, trackers=clients_from(settings),
         delete_ghosts=settings.tracker_delete_ghosts, me=me, note_usage=note_usage,
+        console_tail=console_tail,
+        session_prefix=settings.session_prefix, reconcile_keys=settings.janitor_reconcile_keys,
     )  # fmt: skip
 
 
@@ -162,20 +169,16 @@ def watchdog_stale_after_s(settings: Settings) -> float:
 
 def waiting_job_ids(ledger: Ledger, queue_prefix: str) -> set[str]:
     """Ids of the tasks whose messages wait in the GPU queues (one round trip)."""
-    lists = [
-        q if pri == 0 else f"{q}{_PRIORITY_SEP}{pri}"
-        for q in (queue_for(g, queue_prefix) for g in Gpu)
-        for pri in _PRIORITY_STEPS
-    ]
+    lists = [name for g in Gpu for name in queue_lists(queue_for(g, queue_prefix))]
     pipe = ledger.r.pipeline(transaction=False)
     for name in lists:
         pipe.lrange(name, 0, -1)
     found: set[str] = set()
-    for messages in pipe.execute():
-        for raw in messages:
+    for messages in pipe.execute(raise_on_error=False):
+        for raw in messages if isinstance(messages, list) else ():
             try:
                 task_id = json.loads(raw)["headers"]["id"]
             except (ValueError, KeyError, TypeError):
                 continue
-            found.add(job_of_task(str(task_id)))  # a fallback type's copy names its job too
+            found |= jobs_of_task(task_id)  # a fallback type's copy names its job too
     return found

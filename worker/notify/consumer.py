@@ -1,12 +1,14 @@
 """The notifier's loop over the event log: a consumer group (`notifier`), so that several
 notifier processes share the work and each state change is delivered at least once. An entry is
-acknowledged (XACK) only after its deliveries ended (delivered, or failed after the retries and
-recorded as a `notify-failed` event); the entries a dead consumer held longer than
-`claim_idle_ms` are taken over (XAUTOCLAIM). A failing target never changes a job.
+acknowledged (XACK) only after its deliveries ended (delivered, or failed after the retries,
+recorded as a `notify-failed` event and counted for `colabq metrics`); the entries a dead
+consumer held longer than `claim_idle_ms` are taken over (XAUTOCLAIM). A failing target never
+changes a job.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import time
@@ -17,13 +19,16 @@ from typing import Any
 import redis
 
 from worker.errors import JobNotFound
+from worker.metrics.counts import count_notify_failure
 from worker.notify.deliver import DeliveryFailed, deliver
 from worker.notify.targets import Target, wanted
-from worker.records import events
+from worker.records import events, ids
 from worker.records.ledger import Ledger
+from worker.records.record import DamagedRecord
 from worker.states import JobState
 
 GROUP = "notifier"
+log = logging.getLogger(__name__)
 
 
 def consumer_name() -> str:
@@ -65,9 +70,25 @@ class Notifier:
             rows += got[0][1]
         for entry_id, raw in rows:
             if raw:  # an entry trimmed away while pending comes back empty
-                self.handle(events.decode(entry_id, raw))
+                self._handle_one(entry_id, raw)
             r.xack(self.key, GROUP, entry_id)
         return len(rows)
+
+    def _handle_one(self, entry_id: Any, raw: Any) -> None:
+        """One entry, on its own: one that does not decode, or whose handling raises anything
+        but a Redis outage, is reported and acknowledged (never handled again: no crash loop)."""
+        try:
+            ev = events.decode(entry_id, raw)
+        except (ValueError, TypeError, KeyError) as exc:
+            ids.report("colabq event", f"{self.key} entry {ids.shown(entry_id)}", str(exc))
+            return
+        try:
+            self.handle(ev)
+        except (redis.ConnectionError, redis.TimeoutError):
+            raise  # left pending: taken again once Redis is back
+        except Exception as exc:
+            log.error("notifier: event %s of job %s not handled: %s", ev.id, ev.job, exc,
+                      exc_info=True)  # fmt: skip
 
     def run(self, stop: Callable[[], bool]) -> None:
         """Poll until `stop()`; Redis out of reach is waited for (the entries stay pending)."""
@@ -80,20 +101,26 @@ class Notifier:
                 self.sleep(2.0)
 
     def handle(self, ev: events.Event) -> None:
-        if ev.kind != events.STATE:
+        """A state change goes to the targets that want its state; a projected overrun of the
+        job's time limit (`events.OVERRUN`) to those that want TIMED_OUT, which it warns of."""
+        if ev.kind == events.STATE:
+            told = ev.dst
+        elif ev.kind == events.OVERRUN:
+            told = JobState.TIMED_OUT.value
+        else:
             return
         try:
             rec = self.ledger.get(ev.job)
             job_notify, run_name = rec.spec.notify, rec.spec.run_name
-        except JobNotFound:
+        except (JobNotFound, DamagedRecord):  # the deployment's targets are still told
             job_notify, run_name = (), ""
         payload = {**ev.to_json(), "run_name": run_name}
         for name, states in wanted(job_notify, self.deployment).items():
-            if JobState(ev.dst) not in states:
+            if JobState(told) not in states:
                 continue
             target = self.targets.get(name)
             if target is None:
-                self._failed(ev, f"no notification target named {name} on the notifier host")
+                self._failed(ev, name, f"no notification target named {name} on the notifier host")
                 continue
             self._deliver(target, ev, payload)
 
@@ -107,7 +134,8 @@ class Notifier:
                 return
             except DeliveryFailed as exc:
                 why = str(exc)
-        self._failed(ev, f"{why} ({self.attempts} tries)")
+        self._failed(ev, target.name, f"{why} ({self.attempts} tries)")
 
-    def _failed(self, ev: events.Event, why: str) -> None:
+    def _failed(self, ev: events.Event, target: str, why: str) -> None:
         events.note_action(self.ledger, ev.job, "notify-failed", why, state=ev.dst)
+        count_notify_failure(self.ledger.r, self.ledger.keys, target, ev.dst)

@@ -25,7 +25,11 @@ def body(event: Mapping[str, object]) -> dict[str, object]:
     """The JSON a webhook gets: Slack's `text`, then the event's fields."""
     state = str(event.get("to", "")).upper()
     run = event.get("run_name") or ""
-    text = f"colabq: job {event.get('job')} {f'({run}) ' if run else ''}is {state}"
+    job = f"colabq: job {event.get('job')} {f'({run}) ' if run else ''}"
+    if event.get("kind") == "overrun":
+        text = f"{job}will overrun its time limit"
+    else:
+        text = f"{job}is {state}"
     if event.get("reason"):
         text += f": {event['reason']}"
     return {"text": text, **event}
@@ -62,6 +66,7 @@ def _run(target: Target, event: Mapping[str, object]) -> None:
         "COLABQ_EVENT_STATE": str(event.get("to", "")),
         "COLABQ_EVENT_FROM": str(event.get("from", "")),
         "COLABQ_EVENT_RUN": str(event.get("run_name", "")),
+        "COLABQ_EVENT_KIND": str(event.get("kind", "")),
     }
     try:
         done = subprocess.run(  # argv from the host's 0600 file, no shell

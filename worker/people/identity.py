@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import getpass
 import os
-import re
 import socket
 from dataclasses import dataclass
 from typing import Any
@@ -15,11 +14,12 @@ from typing import Any
 import redis
 
 from worker.errors import ConfigError
+from worker.records import ids
 
 # The user Redis runs every connection as when no ACL user is named: no ACLs.
 NO_ACL_USER = "default"
 # A colabq user name: it ends job ids (`<hex>.<user>`), so no '.', and it is safe in key names.
-USER_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}")
+USER_NAME = ids.USER
 
 
 def os_user() -> str:

@@ -16,6 +16,7 @@ from enum import StrEnum
 from worker.flow.deps import WAIT_DEPS
 from worker.flow.slots import SWEEP_BASE, TAKE_SLOT, TOOK_SLOT
 from worker.people.owners import owner_of
+from worker.quota.claim import TAKE_QUOTA, TOOK_QUOTA, quota_claim_args
 from worker.records.events import events_key
 from worker.records.ledger import Ledger
 from worker.states import JobState
@@ -23,7 +24,8 @@ from worker.states import JobState
 # KEYS: job hash, lock, leases, watch hash, history, the worker's health, events. ARGV: owner,
 # lease ms, lease expiry, job id, now, worker, owner host, nonce, wall deadline, reason, history
 # entry, the message's spec ('' for a job without an owner: not compared), the key prefix (a
-# sweep's cap, `worker.flow.slots`); KEYS[8]: deferred.
+# sweep's cap, `worker.flow.slots`); KEYS[8]: deferred. From KEYS[9] and ARGV[14]: the quotas'
+# (`worker.quota.claim`).
 _CLAIM = (
     SWEEP_BASE
     + """
@@ -42,14 +44,16 @@ if cur ~= '' and cur ~= ARGV[1] then return {'owned', ''} end
 """
     + WAIT_DEPS
     + TAKE_SLOT
+    + TAKE_QUOTA
     + """
 if not redis.call('SET', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2]) then return {'owned', ''} end
 redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'owner_host', ARGV[7], 'state', 'allocating',
-           'reason', ARGV[10], 'updated_at', ARGV[5], 'worker', ARGV[6],
+           'reason', ARGV[10], 'updated_at', ARGV[5], 'claimed_at', ARGV[5], 'worker', ARGV[6],
            'wall_deadline_at', ARGV[9], 'nonce', ARGV[8], 'segment', '0', 'restarts', '0')
 redis.call('ZADD', KEYS[3], ARGV[3], ARGV[4])
 """
     + TOOK_SLOT
+    + TOOK_QUOTA
     + """
 for _, f in ipairs(redis.call('HKEYS', KEYS[4])) do
   if string.sub(f, 1, 5) == 'exec_' then redis.call('HDEL', KEYS[4], f) end
@@ -95,10 +99,11 @@ def claim_and_start(
     nonce: str,
     wall_deadline_at: float,
     payload: str = "",
+    account: str = "",
 ) -> ClaimResult:
     """Claim `job_id` for `owner` and move it to ALLOCATING (see the module's docstring). For
     a job with an owner (`worker.people`), `payload` (the message's spec) must be the
-    record's, byte for byte."""
+    record's, byte for byte. `account` is the claiming worker's Colab account (its quota)."""
     k, now = ledger.keys, ledger.clock.time()
     reason = f"claimed by {worker}"
     entry = ledger.entry(JobState.ALLOCATING, now, reason)
@@ -107,6 +112,8 @@ def claim_and_start(
     args = [owner, int(ttl_s * 1000), now + ttl_s, job_id, repr(now), worker, owner_host, nonce,
             repr(wall_deadline_at), reason, entry,
             payload if owner_of(job_id) else "", k.prefix]  # fmt: skip
+    quota_keys, quota_args = quota_claim_args(k, account, now, ledger.quota_tz)
+    keys, args = keys + quota_keys, args + quota_args
     raw = ledger.r.eval(_CLAIM, len(keys), *keys, *args)
     what, detail = (x.decode() if isinstance(x, bytes) else str(x) for x in raw)
     return ClaimResult(Claim(what), detail)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -16,9 +17,11 @@ from typing import Any
 
 import redis
 
+from worker.records import ids
 from worker.records.keys import Keys
 
 CARD_TTL_S = 30.0
+_HOST = re.compile(r"^[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$")
 BEAT_S = 5.0
 
 
@@ -32,13 +35,18 @@ class WorkerCard:
     beat_at: float
     started_at: float
     account: str = ""  # its Colab account ('' from a worker before accounts)
+    # What its git credentials reach (`worker.session.gitroute`): the hosts of its https read
+    # credentials and whether it holds a deploy key. Names only, never a secret.
+    git_hosts: tuple[str, ...] = ()
+    git_ssh_key: bool = False
 
     @property
     def busy(self) -> bool:
         return self.job_id is not None
 
     def to_json(self) -> dict[str, object]:
-        return {**asdict(self), "gpus": list(self.gpus), "queues": list(self.queues)}
+        return {**asdict(self), "gpus": list(self.gpus), "queues": list(self.queues),
+                "git_hosts": list(self.git_hosts)}  # fmt: skip
 
 
 def publish(r: redis.Redis, keys: Keys, card: WorkerCard, ttl_s: float = CARD_TTL_S) -> None:
@@ -68,25 +76,35 @@ def _card(d: dict[str, Any]) -> WorkerCard:
         name=str(d["name"]), host=str(d["host"]), gpus=tuple(d["gpus"]),
         queues=tuple(d["queues"]), job_id=d.get("job_id"), beat_at=float(d["beat_at"]),
         started_at=float(d["started_at"]), account=str(d.get("account") or ""),
+        git_hosts=_host_names(d.get("git_hosts")), git_ssh_key=d.get("git_ssh_key") is True,
     )  # fmt: skip
+
+
+def _host_names(value: object) -> tuple[str, ...]:
+    """A card's git hosts as read back: anything that is not a host name is dropped."""
+    names = value if isinstance(value, list) else []
+    return tuple(sorted({n for n in names if isinstance(n, str) and _HOST.fullmatch(n)}))[:200]
 
 
 def live_workers(r: redis.Redis, keys: Keys, now: float | None = None) -> list[WorkerCard]:
     """The cards of the workers alive now (two round trips), by name."""
     now = time.time() if now is None else now
     raw_names: list[Any] = list(r.zrangebyscore(keys.workers(), f"({now!r}", "+inf"))
-    names = [n.decode() if isinstance(n, bytes) else str(n) for n in raw_names]
+    names = ids.members("worker", raw_names, keys.workers())
     if not names:
         return []
-    cards = []
-    for raw in r.mget([keys.worker_card(n) for n in names]):
-        if raw is None:
-            continue
-        try:
-            cards.append(_card(json.loads(raw)))
-        except (ValueError, KeyError, TypeError):
-            continue
+    cards = [c for raw in r.mget([keys.worker_card(n) for n in names]) if (c := parse_card(raw))]
     return sorted(cards, key=lambda c: c.name)
+
+
+def parse_card(raw: bytes | str | None) -> WorkerCard | None:
+    """A card as read, or None (gone, or damaged)."""
+    if raw is None:
+        return None
+    try:
+        return _card(json.loads(raw))
+    except (ValueError, KeyError, TypeError):
+        return None
 
 
 def count_serving(r: redis.Redis, keys: Keys, queue: str, now: float | None = None) -> int:

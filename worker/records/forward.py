@@ -3,7 +3,7 @@ client, and the watchdog's observations and log lines.
 
 Light on purpose. The attach client and the watchdog run once per held session for hours, so they
 import only this (redis-py and the key names), never the contract (`worker.spec`, pydantic) nor
-the settings object (pydantic-settings): the six settings they need are read here the way
+the settings object (pydantic-settings): the eight settings they need are read here the way
 `worker.settings.Settings` reads them, and `Feed` is the part of `Ledger` they use, writing the
 same keys the same way (tests hold both pairs equal). `Ledger.forward` is `forward` below.
 """
@@ -12,18 +12,20 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import redis
 from redis.commands.core import Script
 
+from worker.errors import ConfigError
 from worker.records.keys import Keys
 from worker.records.redisconn import connect
+from worker.records.sentinelurl import SentinelLogin
+from worker.settingsfiles import settings_files
 
 ENV_PREFIX = "COLABQ_"  # worker.settings' own, kept equal by a test
-ENV_FILE = ".env"
 
 # Forward a batch of the VM's console lines to the job's log stream and record how far it got,
 # in one atomic step. Each item carries the byte offset just past it in the VM's console log;
@@ -32,10 +34,12 @@ ENV_FILE = ".env"
 # older segment (its VM was lost and a new one started) changes nothing.
 # KEYS: watch hash, log stream. ARGV: segment, maxlen, retention (s), the items' end offsets
 # (space-separated), their kinds (one letter each), their payloads joined by newlines (a console
-# line never holds one). Six arguments whatever the batch: encoding one argument per line was
-# most of what a batch cost the client. The stream is trimmed once per batch (MAXLEN ~, as XADD
-# would) and its retention renewed with every line.
-# kinds: l = a line; s = a sentinel "WHAT=value"; e = the attach's end. A line moves the offset
+# line never holds one), and the run's progress read from them (`worker.progress.record`; "" for
+# none), stored as the watch's `exec_progress`. Seven arguments whatever the batch: encoding one
+# argument per line was most of what a batch cost the client. The stream is trimmed once per
+# batch (MAXLEN ~, as XADD would) and its retention renewed with every line.
+# kinds: l = a line; s = a sentinel "WHAT=value"; e = the attach's end (any other is skipped:
+# a bar's update, `p`, is the client's alone). A line moves the offset
 # strictly forward; a sentinel or an end may sit at the offset already recorded (the attach's own
 # markers take no bytes), and applying one twice changes nothing.
 FORWARD_SCRIPT = """
@@ -56,7 +60,7 @@ for word in string.gmatch(ARGV[4], '%S+') do
     if kind == 'l' then
       redis.call('XADD', KEYS[2], '*', 'line', payload, 'stream', 'out')
       added = true
-    else
+    elseif kind == 's' or kind == 'e' then
       local eq = string.find(payload, '=', 1, true)
       if eq then
         redis.call('HSET', KEYS[1], 'exec_' .. string.lower(string.sub(payload, 1, eq - 1)),
@@ -67,6 +71,7 @@ for word in string.gmatch(ARGV[4], '%S+') do
   end
 end
 redis.call('HSET', KEYS[1], 'log_offset', cur)
+if ARGV[7] and ARGV[7] ~= '' then redis.call('HSET', KEYS[1], 'exec_progress', ARGV[7]) end
 if added then
   redis.call('XTRIM', KEYS[2], 'MAXLEN', '~', ARGV[2])
   redis.call('EXPIRE', KEYS[2], ARGV[3])
@@ -123,14 +128,17 @@ def forward_lines(
     *,
     log_maxlen: int,
     retention_s: float,
+    progress: str = "",
 ) -> int:
-    """Append `lines` past the recorded offset, atomically with the offset itself; returns
-    the offset now recorded, or -1 if `segment` is not the job's current one."""
+    """Append `lines` past the recorded offset, atomically with the offset itself (and the
+    run's `progress` read from them, if given); returns the offset now recorded, or -1 if
+    `segment` is not the job's current one."""
     n = lines.size
     if n and (lines.ends.count(" ") != n - 1 or lines.payloads.count("\n") != n - 1):
         raise ValueError("one end offset, one kind letter and one payload (no newline) per item")
     args: list[str | int] = [
         str(segment), log_maxlen, int(retention_s), lines.ends, lines.kinds, lines.payloads,
+        progress,
     ]  # fmt: skip
     return int(script(keys=[keys.watch(job_id), keys.log(job_id)], args=args))
 
@@ -165,20 +173,33 @@ class FeedSettings:
     retention_s: float = 30 * 24 * 3600.0
     redis_retry_s: float = 60.0
     redis_master_name: str | None = None  # read only with a sentinel:// URL
+    redis_sentinel_username: str | None = None  # the sentinels' own login (idem)
+    redis_sentinel_password: str | None = field(default=None, repr=False)
+
+    def sentinel_login(self) -> SentinelLogin:
+        return SentinelLogin(self.redis_sentinel_username, self.redis_sentinel_password)
 
 
 def feed_settings(
-    environ: Mapping[str, str] | None = None, env_file: Path = Path(ENV_FILE)
+    environ: Mapping[str, str] | None = None, files: Sequence[Path] | None = None
 ) -> FeedSettings:
     """Read as `Settings` reads them: `COLABQ_<NAME>` in any case from the environment, over
-    the same in `.env` (of the working directory), over the defaults. The owner that started
-    this process validated the same values; this only converts them."""
+    the same in the settings files (`worker.settingsfiles`), over the defaults. The owner that
+    started this process validated the same values (and passes them in the environment); this
+    only converts them."""
+    env = os.environ if environ is None else environ
+    if files is None:
+        try:
+            files = settings_files(env)
+        except ConfigError:
+            files = ()  # the owner checked them when it started, and passed what it read
     found: dict[str, str] = {}
-    if env_file.is_file():
+    if files:
         from dotenv import dotenv_values  # pydantic-settings' own reader; only when there is one
 
-        found.update({k.lower(): v for k, v in dotenv_values(env_file).items() if v is not None})
-    found.update({k.lower(): v for k, v in (os.environ if environ is None else environ).items()})
+        for path in files:
+            found.update({k.lower(): v for k, v in dotenv_values(path).items() if v is not None})
+    found.update({k.lower(): v for k, v in env.items()})
     d = FeedSettings()
 
     def get(name: str, default: Any) -> Any:
@@ -194,6 +215,8 @@ def feed_settings(
         get("retention_s", d.retention_s),
         get("redis_retry_s", d.redis_retry_s),
         get("redis_master_name", d.redis_master_name),
+        get("redis_sentinel_username", d.redis_sentinel_username),
+        get("redis_sentinel_password", d.redis_sentinel_password),
     )
 
 
@@ -215,7 +238,7 @@ class Feed:
     @classmethod
     def build(cls, s: FeedSettings, *, retry_s: float | None = None) -> Feed:
         budget_s = s.redis_retry_s if retry_s is None else retry_s
-        client = connect(s.redis_url, budget_s, s.redis_master_name)
+        client = connect(s.redis_url, budget_s, s.redis_master_name, s.sentinel_login())
         return cls(
             client, Keys(s.key_prefix), log_maxlen=s.log_stream_maxlen, retention_s=s.retention_s
         )
@@ -226,10 +249,10 @@ class Feed:
             log_maxlen=self.log_maxlen, retention_s=self.retention_s,
         )  # fmt: skip
 
-    def forward_lines(self, job_id: str, segment: int, lines: Lines) -> int:
+    def forward_lines(self, job_id: str, segment: int, lines: Lines, progress: str = "") -> int:
         return forward_lines(
             self._forward, self.keys, job_id, segment, lines,
-            log_maxlen=self.log_maxlen, retention_s=self.retention_s,
+            log_maxlen=self.log_maxlen, retention_s=self.retention_s, progress=progress,
         )  # fmt: skip
 
     def log_offset(self, job_id: str) -> int:

@@ -7,6 +7,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# kombu's Redis transport keeps a queue's priorities in lists named queue + sep + priority.
+_PRIORITY_SEP = "\x06\x16"
+_PRIORITY_STEPS = (0, 3, 6, 9)
+
+
+def queue_lists(queue: str) -> tuple[str, ...]:
+    """The lists that hold a Celery queue's messages (kombu's, outside the key prefix): the
+    queue's own name for the default priority, one more per priority step."""
+    return tuple(queue if p == 0 else f"{queue}{_PRIORITY_SEP}{p}" for p in _PRIORITY_STEPS)
+
 
 @dataclass(frozen=True)
 class Keys:
@@ -77,6 +87,10 @@ class Keys:
         the janitor asks the tracker whether each run was closed, and finishes it if not."""
         return f"{self.prefix}:janitor:tracker-check"
 
+    def reconcile_cursor(self) -> str:
+        """String: where the janitor's walk over the job records stopped (a SCAN cursor)."""
+        return f"{self.prefix}:janitor:reconcile-cursor"
+
     def adopting(self, job_id: str) -> str:
         """Set-if-absent with expiry: a janitor started an adopter for this job."""
         return f"{self.prefix}:job:{job_id}:adopting"
@@ -139,3 +153,46 @@ class Keys:
     def queue_workers(self, queue: str) -> str:
         """Sorted set worker name -> when its card expires, for the workers consuming `queue`."""
         return f"{self.prefix}:queue:{queue}:workers"
+
+    def metrics_ended(self) -> str:
+        """Hash: what the ended jobs add up to (`worker.metrics.ended`): jobs by final state,
+        GPU, account and user, their GPU-seconds held and compute units, the wait and run
+        histograms' buckets. Written in each job's terminal transition, never scanned."""
+        return f"{self.prefix}:metrics:ended"
+
+    def metrics_janitor(self) -> str:
+        """Hash `<account>|<action>` -> how many of that action janitor passes took (orphans
+        stopped, jobs adopted or settled, ghost runs closed; `worker.metrics.counts`)."""
+        return f"{self.prefix}:metrics:janitor"
+
+    def metrics_notify(self) -> str:
+        """Hash `<target>|<state>` -> notifications the notifier gave up on."""
+        return f"{self.prefix}:metrics:notify"
+
+    # --- quotas (`worker.quota`): service and operator keys, which a user's ACL rule may read
+    # and never write (`worker.people.acl`).
+
+    def quota_limits(self) -> str:
+        """Hash `<kind>|<name>|<limit>` -> the limit an operator set (kind user or account;
+        limit gpus, units_day, units_week or units_month)."""
+        return f"{self.prefix}:quota:limits"
+
+    def quota_running(self, kind: str, name: str) -> str:
+        """Set: the jobs of a user (or account) that hold a quota slot, from their claim to
+        their end or put-back."""
+        return f"{self.prefix}:quota:running:{kind}:{name}"
+
+    def quota_waiting(self, kind: str, name: str) -> str:
+        """Sorted set job id -> its submission time: the jobs a user's (or account's) quota
+        keeps waiting, the first made due when one of its slots frees."""
+        return f"{self.prefix}:quota:waiting:{kind}:{name}"
+
+    def quota_spent(self, period: str, period_id: str) -> str:
+        """Hash `<kind>|<name>` -> the compute units of the jobs that ended in that period
+        (`day`, `week`, `month`; its id in the deployment's time zone), expiring after it."""
+        return f"{self.prefix}:quota:spent:{period}:{period_id}"
+
+    def quota_ended(self) -> str:
+        """Sorted set (JSON of job, user, account, held_s, units) -> when it ended: the last
+        two days' endings, for the burn rates of `colabq budget`."""
+        return f"{self.prefix}:quota:ended"

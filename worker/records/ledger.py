@@ -24,9 +24,11 @@ from worker.errors import AmbiguousJob, IllegalTransition, JobNotFound, StaleOwn
 from worker.flow.deps import nudge_dependants
 from worker.flow.slots import free_slot
 from worker.flow.sweeps import SweepTag
+from worker.metrics.ended import ended_facts, record_ended
 from worker.people.identity import Identity, identify
 from worker.people.owners import owner_of
-from worker.records import events, ownership
+from worker.quota.release import free_quota, spend
+from worker.records import events, ids, ownership
 from worker.records.create import CREATE_SCRIPT, create_jobs
 from worker.records.forward import Feed
 from worker.records.forward import ForwardItem as ForwardItem  # callers import it from here
@@ -34,11 +36,12 @@ from worker.records.keys import Keys
 from worker.records.ownership import Renewal
 from worker.records.record import (
     MAY_HOLD,
+    DamagedRecord,
     HistoryEntry,
     JobRecord,
     LogLine,
     check_fields,
-    decode_history_entry,
+    decode_history,
     decode_record,
     history_entry,
 )
@@ -59,6 +62,8 @@ end
 redis.call('HSET', KEYS[2], 'segment', ARGV[2], 'log_offset', '0')
 return 1
 """
+
+_CLAIMED = (JobState.QUEUED, JobState.ALLOCATING)
 
 _RELEASE_DESTINATION = """
 if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then
@@ -97,6 +102,7 @@ class Ledger:
         *,
         log_maxlen: int,
         retention_s: float = 30 * 24 * 3600,
+        quota_tz: str = "UTC",
     ) -> None:
         self.r: Any = client  # redis-py's stubs type replies as unions of everything
         self.clock = clock
@@ -105,6 +111,7 @@ class Ledger:
         # A terminal job's record, history, log stream and observations expire this long after
         # it ended (its full log is in the store).
         self.retention_s = retention_s
+        self.quota_tz = quota_tz  # the quotas' days, weeks and months (`worker.quota.periods`)
         self._create = client.register_script(CREATE_SCRIPT)
         # The observers' part (the attach client's and the watchdog's writes), shared with them.
         self.feed = Feed(client, keys, log_maxlen=log_maxlen, retention_s=retention_s)
@@ -170,22 +177,33 @@ class Ledger:
         raw = self.r.hget(self.keys.job(job_id), "state")
         if raw is None:
             raise JobNotFound(job_id)
-        return JobState(raw.decode())
+        try:
+            return JobState(raw.decode())
+        except ValueError:
+            raise DamagedRecord(job_id, f"state {ids.shown(raw)} unknown") from None
 
     def exists(self, job_id: str) -> bool:
         return bool(self.r.exists(self.keys.job(job_id)))
 
     def history(self, job_id: str) -> list[HistoryEntry]:
-        return [
-            decode_history_entry(raw) for raw in self.r.lrange(self.keys.history(job_id), 0, -1)
-        ]
+        return decode_history(job_id, self.r.lrange(self.keys.history(job_id), 0, -1))
 
     def list_jobs(self, limit: int = 50) -> list[JobRecord]:
-        ids = [i.decode() for i in self.r.zrevrange(self.keys.jobs(), 0, limit - 1)]
+        """The newest `limit` jobs that can be read (a bad id or a damaged record is reported
+        and skipped)."""
+        found = ids.members("job id", self.r.zrevrange(self.keys.jobs(), 0, limit - 1),
+                            self.keys.jobs())  # fmt: skip
         pipe = self.r.pipeline(transaction=False)
-        for i in ids:
+        for i in found:
             pipe.hgetall(self.keys.job(i))
-        return [decode_record(i, raw) for i, raw in zip(ids, pipe.execute(), strict=True) if raw]
+        out = []
+        for i, raw in zip(found, pipe.execute(raise_on_error=False), strict=True):
+            try:
+                if raw and not isinstance(raw, Exception):
+                    out.append(decode_record(i, raw))
+            except DamagedRecord as exc:
+                ids.report("job record", self.keys.job(i), exc.why)
+        return out
 
     def find_by_prefix(self, prefix: str, *, listed: int = 5) -> str:
         """Resolve a job id from its first few characters, in one round trip: the ids are
@@ -201,9 +219,11 @@ class Ledger:
                 raise
             reply = self.r.eval(_FIND_BY_PREFIX, *args)  # a server before Redis 7
         total = int(reply[0])
-        found: list[str] = [v.decode() for v in reply[1:]]
+        found: list[str] = [v.decode(errors="replace") for v in reply[1:]]
         candidates = list(zip(found[0::2], found[1::2], strict=True))
         if total == 1:
+            if ids.job_id(candidates[0][0]) is None:  # a key or index entry of no job
+                raise JobNotFound(prefix)
             return candidates[0][0]
         if total == 0:
             raise JobNotFound(prefix)
@@ -281,10 +301,13 @@ class Ledger:
             if not can_transition(src, dst):
                 raise IllegalTransition(job_id, src.value, dst.value)
             pipe.multi()
+            # `claimed_at`: when a run was claimed (as the claim script writes it), for metrics.
+            claimed = {"claimed_at": repr(now)} if (src, dst) == _CLAIMED else {}
             pipe.hset(
                 key,
-                mapping={"state": dst.value, "reason": reason, "updated_at": repr(now), **extra},
-            )
+                mapping={"state": dst.value, "reason": reason, "updated_at": repr(now), **extra,
+                         **claimed},
+            )  # fmt: skip
             entry = self.entry(dst, now, reason)
             pipe.rpush(self.keys.history(job_id), entry)
             events.append(pipe, self.keys, self.retention_s, job_id, events.STATE, src.value, entry)
@@ -293,6 +316,14 @@ class Ledger:
             self._hold(pipe, key, raw.get(b"held_since"), src, dst, "endpoint" in extra, now)
             if dst in TERMINAL:
                 pipe.srem(self.keys.active(), job_id)
+                # What ended jobs add up to, for `colabq metrics` (one command).
+                ended = ended_facts(raw, extra, dst, now)
+                record_ended(pipe, self.keys, ended)
+                # Its units, then its quota slots (`worker.quota`).
+                spend(pipe, self.keys, job_id, raw, held_s=ended.held_s, units=ended.units,
+                      now=now, tz_name=self.quota_tz)  # fmt: skip
+                if b"quota_user" in raw or b"quota_account" in raw:
+                    free_quota(pipe, self.keys, job_id, now)
                 if b"sweep" in raw:  # its sweep's slot, if it held one (`worker.flow.slots`)
                     free_slot(pipe, self.keys, job_id, now)
                 if b"dependants" in raw:  # jobs wait for this one (`worker.flow.deps`)

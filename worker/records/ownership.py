@@ -16,7 +16,7 @@ import enum
 from typing import TYPE_CHECKING, Any
 
 from worker.people.owners import owner_of
-from worker.records import events
+from worker.records import events, ids
 from worker.records.record import MAY_HOLD, check_fields
 from worker.records.txn import watched
 from worker.spec import JobSpec, destination, encode_spec
@@ -185,7 +185,8 @@ def release_bare_lock(ledger: Ledger, job_id: str, owner: str) -> None:
 
 def expired_leases(ledger: Ledger, now: float) -> list[str]:
     """Jobs whose owner stopped renewing its lease before `now`."""
-    return [r.decode() for r in ledger.r.zrangebyscore(ledger.keys.leases(), "-inf", now)]
+    key = ledger.keys.leases()
+    return ids.members("job id", ledger.r.zrangebyscore(key, "-inf", now), key)
 
 
 def drop_lease(ledger: Ledger, job_id: str) -> None:

@@ -9,6 +9,8 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from worker.errors import LedgerError
+from worker.records import ids
 from worker.spec import JobSpec, decode_spec
 from worker.states import HOLDS_SESSION, JobState
 
@@ -54,12 +56,25 @@ RUNTIME_FIELDS = frozenset(
         # The Colab account of the worker that claimed it (`worker.accounts`): only a host of
         # that account acts on the job's VM.
         "account",
+        # The `colab` CLI version its allocation was checked against (`worker.colab.versions`),
+        # for the final report.
+        "colab_cli",
     }
 )
 
 # States in which a recorded endpoint starts the held-time clock (`held_since`): an assigned
 # session may be billed from ALLOCATING on.
 MAY_HOLD = frozenset({JobState.ALLOCATING, *HOLDS_SESSION})
+
+
+class DamagedRecord(LedgerError, ValueError):
+    """A job's record cannot be read as one: nothing is done with it."""
+
+    def __init__(self, job_id: str, why: str) -> None:
+        super().__init__(f"Job {job_id}'s record is damaged ({why}).")
+        self.job_id, self.why = job_id, why
+
+    hint = "`colabq status` lists it as DAMAGED; an operator may inspect it with redis-cli."
 
 
 @dataclass(frozen=True)
@@ -109,11 +124,24 @@ def history_entry(
 
 
 def decode_history_entry(raw: bytes | str) -> HistoryEntry:
+    """One entry; ValueError (UnicodeDecodeError, JSONDecodeError included), KeyError or
+    TypeError when it does not parse."""
     d = json.loads(raw)
     return HistoryEntry(
-        JobState(d["state"]), float(d["at"]), d["reason"],
-        d.get("actor", ""), d.get("host", ""), d.get("action", ""),
+        JobState(d["state"]), float(d["at"]), str(d["reason"]),
+        str(d.get("actor", "")), str(d.get("host", "")), str(d.get("action", "")),
     )  # fmt: skip
+
+
+def decode_history(job_id: str, raws: list[bytes]) -> list[HistoryEntry]:
+    """The entries that parse, in order; each that does not is reported and skipped."""
+    out = []
+    for raw in raws:
+        try:
+            out.append(decode_history_entry(raw))
+        except (ValueError, KeyError, TypeError):
+            ids.report("history entry", f"the history of job {job_id}", raw)
+    return out
 
 
 def check_fields(values: Mapping[str, str]) -> None:
@@ -122,15 +150,33 @@ def check_fields(values: Mapping[str, str]) -> None:
         raise ValueError(f"unknown job record fields: {sorted(unknown)}")
 
 
+# Record fields that name something colabq may act on: checked as they are read (`ids`).
+_NAMED = {"session": ids.session, "endpoint": ids.endpoint, "worker": ids.worker}
+
+
 def decode_record(job_id: str, raw: Mapping[bytes, bytes]) -> JobRecord:
-    d = {k.decode(): v.decode() for k, v in raw.items()}
+    """The record of `job_id`; DamagedRecord when it cannot be read as one (not UTF-8, no spec
+    or not one, the spec of another job, no state). A session, endpoint or worker field outside
+    its grammar is reported and left out (never acted on)."""
+    try:
+        d = {k.decode(): v.decode() for k, v in raw.items()}
+        spec = decode_spec(d.pop("spec"))
+        state = JobState(d.pop("state"))
+        created_at, updated_at = float(d.pop("created_at", "0")), float(d.pop("updated_at", "0"))
+    except (ValueError, KeyError) as exc:  # SpecError and UnicodeDecodeError are ValueErrors
+        raise DamagedRecord(job_id, _why(exc)) from None
+    if spec.job_id != job_id:
+        raise DamagedRecord(job_id, f"its spec is job {spec.job_id}'s")
+    for name, check in _NAMED.items():
+        if name in d and check(d[name]) is None:
+            ids.report(name, f"field {name} of job {job_id}", d.pop(name))
     return JobRecord(
-        job_id=job_id,
-        spec=decode_spec(d.pop("spec")),
-        state=JobState(d.pop("state")),
-        owner=d.pop("owner", ""),
-        reason=d.pop("reason", ""),
-        created_at=float(d.pop("created_at", "0")),
-        updated_at=float(d.pop("updated_at", "0")),
-        fields=d,
-    )
+        job_id=job_id, spec=spec, state=state, owner=d.pop("owner", ""),
+        reason=d.pop("reason", ""), created_at=created_at, updated_at=updated_at, fields=d,
+    )  # fmt: skip
+
+
+def _why(exc: Exception) -> str:
+    if isinstance(exc, KeyError):
+        return f"no {exc.args[0]!s} field"
+    return (str(exc).splitlines() or [type(exc).__name__])[0][:120]

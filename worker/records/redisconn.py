@@ -1,16 +1,13 @@
 """The one way colabq builds a Redis client from `COLABQ_REDIS_URL` (and, with Sentinel,
-`COLABQ_REDIS_MASTER_NAME`): the worker, the CLI, the janitor, the attach client and the
-watchdog all build theirs here, and the Celery broker gets the same address (`broker_url`).
+`COLABQ_REDIS_MASTER_NAME` and the sentinels' own login): the worker, the CLI, the janitor, the
+attach client and the watchdog all build theirs here, and the Celery broker gets the same
+address (`worker.records.sentinelurl`, which also reads the URL).
 
-`redis://`, `rediss://` and `unix://` URLs are redis-py's `from_url`, as ever. Sentinel is
-kombu's form: one `sentinel://[USER:PASSWORD@]HOST[:PORT][/DB]` part per sentinel, joined by
-`;` (port 26379 when none is written). The client asks the sentinels which Redis is the master
-of `master_name` and talks to it; when a failover elects another, its calls fail over to it
-within their retry budget (a connection to a demoted master reads READONLY and reconnects).
-The user, password and database are the master's: the sentinels are asked without them, as
-kombu asks them. kombu reads them from the first part, and again from each part it switches
-to: colabq takes them from whichever parts write them (they must agree) and gives kombu every
-part with them, so the broker and the ledger use the same database whatever kombu switches to.
+`redis://`, `rediss://` and `unix://` URLs are redis-py's `from_url`, as ever. With a sentinel
+URL the client asks the sentinels (with their own login, `SentinelLogin`) which Redis is the
+master of `master_name` and talks to it with the URL's login; when a failover elects another,
+its calls fail over to it within their retry budget (a connection to a demoted master reads
+READONLY and reconnects). A URL with TLS (`?ssl_ca_certs=...`) speaks TLS to both.
 
 Light on purpose (redis-py only): the observers import it.
 """
@@ -20,147 +17,40 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote, unquote, urlsplit
 
 import redis
-from redis.backoff import ExponentialBackoff, NoBackoff
+from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
-from redis.sentinel import Sentinel, SentinelConnectionPool, SentinelManagedConnection
+from redis.sentinel import (
+    Sentinel,
+    SentinelConnectionPool,
+    SentinelManagedConnection,
+    SentinelManagedSSLConnection,
+)
 
-SENTINEL_SCHEME = "sentinel"
-SENTINEL_PORT = 26379
-# A sentinel answers at once or not at all: asking one that hangs must not hold up the next.
-SENTINEL_TIMEOUT_S = 5.0
+from worker.records.sentinelurl import (
+    SENTINEL_TIMEOUT_S,
+    SentinelLogin,
+    is_sentinel,
+    master_name_problem,
+    parse_sentinel,
+    sentinel_kwargs,
+)
+
 # How often a client asks the sentinels again where the master is (see `_MasterPool`).
 MASTER_RECHECK_S = 1.0
 
 
-def is_sentinel(url: str) -> bool:
-    return url.lower().startswith(f"{SENTINEL_SCHEME}://")
-
-
-@dataclass(frozen=True)
-class SentinelAddress:
-    """A `sentinel://` URL read: the sentinels, and how to log in to the master they name."""
-
-    sentinels: tuple[tuple[str, int], ...]
-    db: int = 0
-    username: str | None = None
-    password: str | None = None
-
-    def master_kwargs(self) -> dict[str, Any]:
-        """The master's database and login, as redis-py's connection arguments."""
-        found: dict[str, Any] = {"db": self.db}
-        if self.username is not None:
-            found["username"] = self.username
-        if self.password is not None:
-            found["password"] = self.password
-        return found
-
-
-def parse_sentinel(url: str) -> SentinelAddress:
-    """The sentinels of a `sentinel://` URL; ValueError(why) when it is not one colabq uses."""
-    hosts: list[tuple[str, int]] = []
-    dbs: set[int] = set()
-    logins: set[tuple[str | None, str | None]] = set()
-    texts = url.split(";")
-    for n, text in enumerate(texts, 1):
-        if not is_sentinel(text):  # (the part is not echoed: it may hold a password)
-            raise ValueError(f"part {n} of {len(texts)} (between ';') is not sentinel://HOST:PORT")
-        parts = urlsplit(text)
-        if parts.query or parts.fragment:
-            raise ValueError("a sentinel:// part takes no ?query (sentinel://HOST:PORT/DB)")
-        try:
-            port = parts.port
-        except ValueError:
-            port_text = parts.netloc.rpartition(":")[2]
-            raise ValueError(f"the port {port_text!r} is not a number in 1-65535") from None
-        if port == 0:
-            raise ValueError("the port must be in 1-65535")
-        if not parts.hostname:
-            raise ValueError("a sentinel:// part names no host (sentinel://HOST:PORT)")
-        hosts.append((parts.hostname, port or SENTINEL_PORT))
-        if db_text := parts.path.strip("/"):
-            if not db_text.isdigit():
-                raise ValueError(f"the database {db_text!r} is not a non-negative integer")
-            dbs.add(int(db_text))
-        if parts.username or parts.password is not None:
-            user = unquote(parts.username) if parts.username else None
-            logins.add((user, None if parts.password is None else unquote(parts.password)))
-    if len(dbs) > 1:
-        listed = " and ".join(str(d) for d in sorted(dbs))
-        raise ValueError(f"its parts name different databases ({listed}): name one")
-    if len(logins) > 1:
-        raise ValueError("its parts hold different logins: write the same USER:PASSWORD@ on each")
-    (username, password) = next(iter(logins), (None, None))
-    return SentinelAddress(tuple(hosts), next(iter(dbs), 0), username, password)
-
-
-def sentinel_url_problem(url: str) -> str | None:
-    """Why `url` is not a `sentinel://` URL colabq can use, or None."""
-    try:
-        parse_sentinel(url)
-    except ValueError as exc:
-        return str(exc)
-    return None
-
-
-def master_name_problem(url: str, name: str | None) -> str | None:
-    """Why `name` cannot be the master's name for `url`, or None (it is read only with
-    sentinel:// URLs)."""
-    if not is_sentinel(url):
-        return None
-    if not name:
-        return (
-            "a sentinel:// COLABQ_REDIS_URL needs the name of the master its sentinels monitor "
-            "(NAME in their `sentinel monitor NAME HOST PORT QUORUM`)"
-        )
-    if not name.isprintable() or any(c.isspace() for c in name):
-        return "must be one word (no spaces): the NAME of `sentinel monitor NAME ...`"
-    return None
-
-
-def broker_url(url: str) -> str:
-    """`url` as kombu reads it: a sentinel URL with its database and login on every part (kombu
-    takes them from the part it is on); any other URL unchanged."""
-    if not is_sentinel(url):
-        return url
-    addr = parse_sentinel(url)
-    login = ""
-    if addr.username is not None or addr.password is not None:
-        login = quote(addr.username or "", safe="")
-        if addr.password is not None:
-            login += ":" + quote(addr.password, safe="")
-        login += "@"
-    return ";".join(
-        f"{SENTINEL_SCHEME}://{login}{_netloc(host, port)}/{addr.db}"
-        for host, port in addr.sentinels
-    )
-
-
-def broker_transport_options(master_name: str | None, url: str) -> dict[str, Any]:
-    """kombu's options for the Sentinel transport (none for any other URL)."""
-    if not is_sentinel(url):
-        return {}
-    return {"master_name": master_name, "sentinel_kwargs": _sentinel_kwargs(SENTINEL_TIMEOUT_S)}
-
-
-def _netloc(host: str, port: int) -> str:
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-
-
-def _sentinel_kwargs(timeout_s: float) -> dict[str, Any]:
-    # No retry per sentinel: redis-py asks the next one, and the caller's retry asks them all
-    # again. (retry None is "no retries" to redis-py, and a plain value in Celery's config.)
-    return {"socket_connect_timeout": timeout_s, "socket_timeout": timeout_s, "retry": None}
-
-
-def client(url: str, master_name: str | None = None, **kwargs: Any) -> redis.Redis:
+def client(
+    url: str,
+    master_name: str | None = None,
+    sentinel_login: SentinelLogin | None = None,
+    **kwargs: Any,
+) -> redis.Redis:
     """A redis-py client for `url` (`kwargs` are redis-py's connection arguments); with a
-    sentinel URL, a client of the master of `master_name`, found through the sentinels on
-    each (re)connection. It connects on its first call."""
+    sentinel URL, a client of the master of `master_name`, found through the sentinels (logged
+    in to with `sentinel_login`) on each (re)connection. It connects on its first call."""
     if not is_sentinel(url):
         return redis.Redis.from_url(url, **kwargs)
     if problem := master_name_problem(url, master_name):
@@ -168,12 +58,15 @@ def client(url: str, master_name: str | None = None, **kwargs: Any) -> redis.Red
     addr = parse_sentinel(url)
     given = [kwargs.get("socket_connect_timeout"), kwargs.get("socket_timeout")]
     timeout_s = min([SENTINEL_TIMEOUT_S, *(float(t) for t in given if t)])
+    tls = addr.tls_kwargs()
     sentinel: Any = Sentinel(  # type: ignore[no-untyped-call]
-        list(addr.sentinels), sentinel_kwargs=_sentinel_kwargs(timeout_s), **addr.master_kwargs()
-    )
+        list(addr.sentinels),
+        sentinel_kwargs=sentinel_kwargs(timeout_s, sentinel_login, tls),
+        **addr.master_kwargs(), **tls,
+    )  # fmt: skip
     master: redis.Redis = sentinel.master_for(
-        str(master_name), connection_pool_class=_MasterPool, connection_class=_MasterConnection,
-        **kwargs,
+        str(master_name), connection_pool_class=_MasterPool,
+        connection_class=_MasterSSLConnection if tls else _MasterConnection, **kwargs,
     )  # fmt: skip
     return master
 
@@ -211,6 +104,10 @@ class _MasterConnection(SentinelManagedConnection):
             raise redis.ConnectionError(f"the master refuses writes: {exc}") from None
 
 
+class _MasterSSLConnection(_MasterConnection, SentinelManagedSSLConnection):
+    """`_MasterConnection` over TLS (its `connect_to` reaches SSLConnection's connect)."""
+
+
 class _MasterPool(SentinelConnectionPool):
     """redis-py asks the sentinels where the master is only when it opens a connection, and a
     planned failover (SENTINEL FAILOVER) leaves the old master writable, its clients connected,
@@ -244,65 +141,19 @@ def redis_retry(budget_s: float) -> Retry:
     return Retry(ExponentialBackoff(cap=backoff_cap_s, base=0.05), retries)
 
 
-def connect(url: str, retry_s: float, master_name: str | None = None) -> redis.Redis:
+def connect(
+    url: str,
+    retry_s: float,
+    master_name: str | None = None,
+    sentinel_login: SentinelLogin | None = None,
+) -> redis.Redis:
     """A client whose every call survives an outage (or a failover) of `retry_s`."""
     return client(
         url,
         master_name,
+        sentinel_login,
         socket_connect_timeout=5,
         socket_timeout=30,
         health_check_interval=30,
         retry=redis_retry(retry_s),
     )
-
-
-@dataclass(frozen=True)
-class SentinelView:
-    """What the sentinels of a URL say of one master (`colabq doctor`)."""
-
-    asked: int
-    answered: int  # those that know the master
-    masters: tuple[str, ...]  # the addresses they name it at, without repeats
-    replicas: int  # the most any of them counts up (a dead master demoted is listed, down)
-    quorum: str  # SENTINEL CKQUORUM's reply (or refusal) from one that answered; "" if none
-    problems: tuple[str, ...]  # "HOST:PORT: why", for each that did not answer
-
-
-def ask_sentinels(url: str, master_name: str, timeout_s: float) -> SentinelView:
-    """Ask every sentinel of `url` at once what it knows of `master_name`."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    hosts = parse_sentinel(url).sentinels
-
-    def ask(address: tuple[str, int]) -> tuple[dict[str, Any] | None, int, str]:
-        r = redis.Redis(
-            *address, socket_connect_timeout=timeout_s, socket_timeout=timeout_s,
-            retry=Retry(NoBackoff(), 0), decode_responses=True,
-        )  # fmt: skip
-        try:
-            state: Any = r.sentinel_master(master_name)
-            listed: Any = r.sentinel_slaves(master_name)
-            up = sum(not (x["is_sdown"] or x["is_odown"] or x["is_disconnected"]) for x in listed)
-            try:
-                ask_quorum: Any = r.execute_command
-                return state, up, str(ask_quorum("SENTINEL", "CKQUORUM", master_name))
-            except redis.ResponseError as exc:  # NOQUORUM ...: a failover could not be agreed
-                return state, up, str(exc)
-        except redis.RedisError as exc:
-            return None, 0, " ".join(str(exc).split())[:120] or type(exc).__name__
-        finally:
-            r.close()
-
-    with ThreadPoolExecutor(max_workers=len(hosts)) as pool:
-        replies = list(pool.map(ask, hosts))
-    masters: dict[str, None] = {}
-    replicas, quorum, problems = 0, "", []
-    for (host, port), (state, up, text) in zip(hosts, replies, strict=True):
-        if state is None:
-            problems.append(f"{_netloc(host, port)}: {text}")
-            continue
-        masters[_netloc(str(state["ip"]), int(state["port"]))] = None
-        replicas = max(replicas, up)
-        quorum = quorum or text
-    answered = len(hosts) - len(problems)
-    return SentinelView(len(hosts), answered, tuple(masters), replicas, quorum, tuple(problems))

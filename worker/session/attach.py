@@ -16,8 +16,9 @@ it: the owner attaches again from the recorded offset.
 It runs once per held session for the whole run, so it imports only what it uses: redis-py and
 `worker.records.forward` (never the contract, pydantic, nor the settings object). A chatty job
 prints 100k lines in a fraction of a second, so its lines are parsed a chunk at a time by one
-regular expression, and a run waits for Redis as three strings (`forward.Lines`), not as an
-object per line: a backlog costs little more memory than its text.
+regular expression (`framing.py`), and a run waits for Redis as three strings (`forward.Lines`),
+not as an object per line: a backlog costs little more memory than its text. The run's progress
+is read from the same chunks (`worker.progress.feed`) and goes to Redis with their lines.
 
 Exit status: 0 once the cell's end was recorded; 1 otherwise (the owner decides what next).
 Nothing here ever stops a session or touches the job: the run lives on the VM.
@@ -28,17 +29,19 @@ from __future__ import annotations
 import json
 import os
 import queue
-import re
 import subprocess
 import sys
 import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import IO, NamedTuple, Protocol
+from typing import IO, Protocol
 
+from worker.progress.feed import Outbox, ProgressFeed, seed_of
 from worker.records.forward import Feed, Lines, feed_settings
 from worker.session.cells import attach_source
+from worker.session.framing import Chain, Run, framed_pattern, parse_chunk
+from worker.session.framing import parse_framed as parse_framed  # the client's, as before
 
 # A batch takes runs until it holds this many items (the script holds Redis ~5 ms per 2,000
 # lines); one run is what one read brought, ~1,000 lines at most.
@@ -46,6 +49,7 @@ BATCH_MAX = 2000
 BATCH_WAIT_S = 0.05  # how long a batch waits for more lines before it goes
 READ_CHUNK = 1 << 15  # the cell's output is read this much at a time
 PROGRESS_FILE = "attach-progress.json"
+NO_LINES = Lines("", "", "")
 EXEC_OVER_GRACE_S = 2.0
 
 
@@ -60,6 +64,7 @@ class AttachSpec:
     colab_bin: str
     config_path: str
     timeout_s: float  # the attach cell's `--timeout`: what is left of the wall cap, and more
+    epochs: float | None = None  # the job's own (`--epochs`): a run's length in epochs
 
     def dump(self, path: Path) -> None:
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -96,91 +101,11 @@ class AttachResult:
             return None
 
 
-# --- the cell's output ------------------------------------------------------------------------
-
-
-def framed_pattern(nonce: str) -> re.Pattern[str]:
-    """`@<nonce>:<start>:<end>:<kind>:<text>`, one per line of a chunk (offsets in decimal
-    without leading zeros: equal text is then an equal number)."""
-    num = "(0|[1-9][0-9]*)"
-    return re.compile(rf"^@{re.escape(nonce)}:{num}:{num}:([lse]):(.*)$", re.M)
-
-
-def parse_framed(line: str, nonce: str) -> tuple[str, str, str, str] | None:
-    """`@<nonce>:<start>:<end>:<kind>:<text>` -> (start, end, kind, text), the offsets in
-    decimal; None for anything else (the CLI's own chatter)."""
-    head = f"@{nonce}:"
-    if not line.startswith(head):
-        return None
-    parts = line[len(head) :].split(":", 3)
-    if len(parts) != 4 or parts[2] not in ("l", "s", "e"):
-        return None
-    try:
-        start, end = int(parts[0]), int(parts[1])
-    except ValueError:
-        return None
-    return str(start), str(end), parts[2], parts[3]
-
-
-def parse_chunk(
-    text: str, nonce: str, pattern: re.Pattern[str]
-) -> tuple[list[tuple[str, str, str, str]], list[str]]:
-    """The framed items of `text` (whole lines, without the last newline) and its other lines.
-    One regular expression over the chunk when every line is framed, as nearly always; line by
-    line (`parse_framed`) when one is not."""
-    rows: list[tuple[str, str, str, str]] = pattern.findall(text)
-    if len(rows) == text.count("\n") + 1:
-        return rows, []
-    rows, other = [], []
-    for line in text.split("\n"):
-        got = parse_framed(line, nonce)
-        if got is None:
-            other.append(line)
-        else:
-            rows.append(got)
-    return rows, other
-
-
-class Run(NamedTuple):
-    """Items that follow on from the ones before them, as one batch for the script; `gap` when
-    the next item did not start where the last one ended (output was lost)."""
-
-    lines: Lines
-    gap: str = ""
-
-
-class Chain:
-    """Cuts the parsed items into runs, checking each starts where the one before it ended."""
-
-    def __init__(self, offset: int) -> None:
-        self.expected = str(offset)
-        self.broken = ""
-
-    def take(self, rows: list[tuple[str, str, str, str]]) -> Run | None:
-        """The run of `rows` that follows on; None once the chain broke (nothing after a gap
-        is forwarded) or for no rows."""
-        if self.broken or not rows:
-            return None
-        starts, ends, kinds, payloads = zip(*rows, strict=True)
-        n = len(rows)
-        if starts[0] != self.expected or starts[1:] != ends[:-1]:
-            prev = self.expected
-            for i, start in enumerate(starts):
-                if start != prev:
-                    n, self.broken = i, f"expected offset {prev}, got {start}"
-                    break
-                prev = ends[i]
-        if n:
-            self.expected = ends[n - 1]
-        lines = Lines(" ".join(ends[:n]), "".join(kinds[:n]), "\n".join(payloads[:n]))
-        return Run(lines, self.broken)
-
-
 # --- forwarding -------------------------------------------------------------------------------
 
 
 class ForwardTarget(Protocol):
-    def forward_lines(self, job_id: str, segment: int, lines: Lines) -> int: ...
+    def forward_lines(self, job_id: str, segment: int, lines: Lines, progress: str) -> int: ...
 
 
 class Forwarder:
@@ -197,14 +122,17 @@ class Forwarder:
         # lines not yet forwarded stay on the VM, and the next attach forwards them.
         self.exec_over_at: float | None = None
 
-    def send(self, lines: Lines) -> bool:
-        """Forward one batch, retrying through an outage; False if this client is stale (a
-        newer segment) or Redis stayed away past the retry budget."""
+    def send(self, lines: Lines, progress: str = "") -> bool:
+        """Forward one batch (and the run's progress with it), retrying through an outage;
+        False if this client is stale (a newer segment) or Redis stayed away past the retry
+        budget."""
         deadline = time.monotonic() + self.retry_s
         delay = 0.1
         while True:
             try:
-                got = self.target.forward_lines(self.spec.job_id, self.spec.segment, lines)
+                got = self.target.forward_lines(
+                    self.spec.job_id, self.spec.segment, lines, progress
+                )
             except Exception as exc:  # Redis away: the lines stay re-readable on the VM
                 over = self.exec_over_at
                 if time.monotonic() >= deadline or (
@@ -264,6 +192,7 @@ def _read(
     chatter: list[str],
     progress: Progress,
     fwd: Forwarder,
+    seen: ProgressFeed,
 ) -> None:
     pattern = framed_pattern(nonce)
     fd = pipe.fileno()
@@ -277,22 +206,32 @@ def _read(
                 continue
             whole = b"".join([*pending, chunk[:cut]])
             pending = [chunk[cut + 1 :]]
-        elif any(pending):  # the last line, without its newline
-            whole, pending = b"".join(pending), []
+        elif any(pending):
+            # The output ended inside a line (the connection died mid-message): the cell ends
+            # every item with a newline, so this is a cut item, never forwarded (it would
+            # record a truncated line as complete). The next attach reads it again whole.
+            rest = b"".join(pending).decode("utf-8", errors="replace")
+            chatter.append(f"cut off: {rest[:200]}")
+            print(f"colab exec: output cut off inside a line: {rest[:200]}", file=sys.stderr)
+            break
         else:
             break
         # A newline never sits inside a UTF-8 sequence: decoding whole lines at once replaces
         # exactly what decoding each one would.
-        rows, other = parse_chunk(whole.decode("utf-8", errors="replace"), nonce, pattern)
+        text = whole.decode("utf-8", errors="replace")
+        rows, other = parse_chunk(text, nonce, pattern)
         for line in other:
             if line.strip():
                 chatter.append(line[:500])
                 print(f"colab exec: {line}", file=sys.stderr, flush=True)
         if rows:
             progress.update(int(rows[-1][1]))
-            run = chain.take(rows)
+            run = chain.take(seen.see(text, rows))
+            news = seen.take()
+            if run is None and news and not chain.broken:
+                run = Run(NO_LINES)  # only a bar's update: the progress alone
             if run is not None:
-                out.put(run)
+                out.put(run._replace(progress=news))
     progress.write(force=True)
     fwd.exec_over_at = time.monotonic()
     out.put(None)
@@ -327,11 +266,13 @@ def follow(
     assert proc.stdout is not None and proc.stderr is not None
     runs: queue.Queue[Run | None] = queue.Queue()
     progress = Progress(job_dir / PROGRESS_FILE, offset)
+    seen = ProgressFeed(spec.nonce, spec.epochs, seed_of(feed.r, feed.keys.watch(spec.job_id)))
     reader = threading.Thread(
         target=_read,
-        args=(proc.stdout, spec.nonce, runs, Chain(offset), fwd.result.chatter, progress, fwd),
+        args=(proc.stdout, spec.nonce, runs, Chain(offset), fwd.result.chatter, progress, fwd,
+              seen),
         daemon=True,
-    )
+    )  # fmt: skip
     errs = threading.Thread(target=_drain_stderr, args=(proc.stderr, fwd.result), daemon=True)
     reader.start()
     errs.start()
@@ -346,10 +287,19 @@ def follow(
 
 def _forward_all(runs: queue.Queue[Run | None], fwd: Forwarder) -> bool:
     """Forward until the cell's end, the stream's end, a gap or a stale segment. A batch is
-    the runs that arrived within BATCH_WAIT_S of its first, until it holds BATCH_MAX items."""
+    the runs that arrived within BATCH_WAIT_S of its first, until it holds BATCH_MAX items; the
+    run's progress goes with a batch every few seconds (`Outbox`), alone if no line comes."""
+    outbox = Outbox()
     while True:
-        first = runs.get()
+        try:
+            first = runs.get(timeout=outbox.wait_s())
+        except queue.Empty:
+            if not fwd.send(NO_LINES, outbox.take(last=True)):
+                return False
+            continue
         if first is None:
+            if outbox.pending:
+                fwd.send(NO_LINES, outbox.take(last=True))
             return True
         got, count = [first], first.lines.size
         over = bool(first.gap)  # the output ended or broke: this batch is the last
@@ -365,7 +315,12 @@ def _forward_all(runs: queue.Queue[Run | None], fwd: Forwarder) -> bool:
             got.append(nxt)
             count += nxt.lines.size
             over = bool(nxt.gap)
-        if count and not fwd.send(Lines.join([r.lines for r in got])):
+        for r in got:
+            outbox.offer(r.progress)
+        lines = Lines.join([r.lines for r in got])
+        last = over or "e" in lines.kinds
+        news = outbox.take(last=last)
+        if (count or news) and not fwd.send(lines, news):
             return False
         fwd.result.gap = got[-1].gap
         if fwd.result.end_recorded or over:

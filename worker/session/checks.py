@@ -1,19 +1,22 @@
 """Pre-allocation checks on the worker host (invariant 1): nothing billable happens before these.
 
 The job script is written to the job's folder and must pass `bash -n`; the bundled wrapper must
-too; the cells sent to the kernel must compile; `colab version` must be the one colabq speaks;
-the balance must be above the floor and cover the job's budget (colabq never buys units).
+too; the cells sent to the kernel must compile; `colab version` must be a release colabq drives
+(`worker.colab.versions`); the balance must be above the floor and cover the job's budget
+(colabq never buys units).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from worker.colab.driver import ColabCli, ColabDriver, Usage
+from worker.colab.driver import ColabCli, ColabDriver, Usage, check_cli
+from worker.colab.versions import CliRelease, install_command
 from worker.errors import BudgetExceeded, ColabVersionMismatch, SpecError
 from worker.settings import Settings
 from worker.spec import MAX_SCRIPT_BYTES, JobSpec
@@ -47,10 +50,10 @@ def check_job_files(spec: JobSpec, workdir: Path, vm_dir: Path, launch_source: s
             raise SpecError(name, f"the generated {name} cell does not compile: {exc}") from None
 
 
-def check_cli_version(driver: ColabDriver, expected: str) -> None:
-    got = driver.version()
-    if got != expected:
-        raise ColabVersionMismatch(f"colab version is {got!r}; colabq needs exactly {expected}.")
+def check_cli_release(driver: ColabDriver, settings: Settings) -> CliRelease:
+    """The CLI's release if colabq drives it (or it is the operator's unlisted one), else
+    ColabVersionMismatch in one line."""
+    return check_cli(driver, settings.colab_unlisted_version)
 
 
 def check_budget(
@@ -124,10 +127,40 @@ def check_git_credentials(path: Path) -> None:
             )
 
 
+def check_ssh_key(path: Path) -> None:
+    """COLABQ_GIT_SSH_KEY_FILE: a token file (0600, regular, non-empty, small) holding one
+    unencrypted ssh private key (a fetch never prompts for a passphrase). Named, never shown."""
+    import base64
+    import binascii
+
+    from worker.errors import SecretFileError
+
+    check_token_file(path, "Deploy key file")
+    text = path.read_text(errors="replace")
+    body = text.partition("-----BEGIN OPENSSH PRIVATE KEY-----")[2].partition("-----END")[0]
+    if not body and not re.search(r"-----BEGIN (RSA |EC |DSA )?PRIVATE KEY-----", text):
+        raise SecretFileError(f"Deploy key file {path} holds no ssh private key.")
+    try:  # openssh-key-v1: the magic, then the cipher's name ("none": not encrypted)
+        blob = base64.b64decode("".join(body.split())) if body else b""
+    except (binascii.Error, ValueError):
+        blob = b"?"
+    magic = b"openssh-key-v1\x00"
+    cipher = blob[len(magic) + 4 : len(magic) + 8] if blob.startswith(magic) else b""
+    if "ENCRYPTED" in text or (body and cipher != b"none"):
+        raise SecretFileError(
+            f"Deploy key file {path} is encrypted or unreadable: give a key without a "
+            "passphrase (ssh-keygen -t ed25519 -N '')."
+        )
+
+
 @dataclass(frozen=True)
 class HostCheck:
     problem: str | None  # why this host cannot serve jobs (one line), or None
     account: str | None = None  # its Colab account (`colab whoami`), once the CLI answered
+    cli: CliRelease | None = None  # the CLI's release, once `colab version` answered
+    # What the worker says as it starts, each in one line: an unlisted CLI release, an account
+    # `colab whoami` could not name.
+    warnings: tuple[str, ...] = ()
 
 
 def worker_host_problem(settings: Settings) -> str | None:
@@ -138,26 +171,26 @@ def worker_host_problem(settings: Settings) -> str | None:
 
 def worker_host_check(settings: Settings) -> HostCheck:
     """Run when a worker starts, so a host that would fail every job it takes refuses to start
-    instead: the `colab` CLI (its version), the account (`colab usage`, and `colab whoami`
-    against COLABQ_ACCOUNT), the state dir, the Hub token file, the git credentials file."""
-    problem, driver = _host_problem(settings)
-    if problem is not None or driver is None:
+    instead: the `colab` CLI (its release), the account (`colab usage`, and `colab whoami`
+    against COLABQ_ACCOUNT: a whoami that cannot name the login leaves COLABQ_ACCOUNT standing,
+    with a warning), the state dir, the Hub token file, the git credentials file and deploy key,
+    and with the emulator, that the job's user can reach its VMs."""
+    problem, driver, cli = _host_problem(settings)
+    if problem is not None or driver is None or cli is None:
         return HostCheck(problem)
-    from worker.accounts.login import AccountMismatch, host_account
+    from worker.accounts.login import find_login
     from worker.errors import ColabqError
 
     try:
-        return HostCheck(None, host_account(settings, driver))
-    except AccountMismatch as exc:
-        return HostCheck(exc.advice())
+        login = find_login(settings, driver)
     except ColabqError as exc:
-        return HostCheck(
-            f"`colab whoami` cannot name this host's Colab account ({exc.advice()}); a worker "
-            "records the account of every job it runs and needs it"
-        )
+        return HostCheck(exc.advice(), cli=cli)
+    warnings = tuple(w for w in (cli.warning(), login.warning) if w)
+    return HostCheck(None, login.account, cli, warnings)
 
 
-def _host_problem(settings: Settings) -> tuple[str | None, ColabCli | None]:
+def _host_problem(settings: Settings) -> tuple[str | None, ColabCli | None, CliRelease | None]:
+    from worker.colab.emulator import vm_reach_problem
     from worker.deps import driver_at
     from worker.errors import ColabqError
 
@@ -169,27 +202,33 @@ def _host_problem(settings: Settings) -> tuple[str | None, ColabCli | None]:
         probe.write_text("ok")
         probe.unlink()
     except OSError as exc:
-        return (
-            f"state dir {state} is not writable ({exc.strerror}); set COLABQ_STATE_DIR to a "
-            "folder this user owns"
-        ), None
+        why = f"state dir {state} is not writable ({exc.strerror}); set COLABQ_STATE_DIR to a "
+        return why + "folder this user owns", None, None
     if settings.hf_token_file is not None:
         try:
             check_token_file(settings.hf_token_file)
         except ColabqError as exc:
-            return f"{exc.advice()} (COLABQ_HF_TOKEN_FILE)", None
+            return f"{exc.advice()} (COLABQ_HF_TOKEN_FILE)", None, None
     if settings.git_credentials_file is not None:
         try:
             check_git_credentials(settings.git_credentials_file)
         except ColabqError as exc:
-            return f"{exc.advice()} (COLABQ_GIT_CREDENTIALS_FILE)", None
+            return f"{exc.advice()} (COLABQ_GIT_CREDENTIALS_FILE)", None, None
+    if settings.git_ssh_key_file is not None:
+        try:
+            check_ssh_key(settings.git_ssh_key_file)
+        except ColabqError as exc:
+            return f"{exc.advice()} (COLABQ_GIT_SSH_KEY_FILE)", None, None
+    if problem := vm_reach_problem(settings.colab_bin, timeout_s=settings.colab_call_timeout_s):
+        return problem, None, None  # the emulator's VMs out of the job's user's reach
     driver = driver_at(settings, state / "readiness" / "colab-sessions.json")
     try:
-        check_cli_version(driver, settings.colab_version)
+        cli = check_cli_release(driver, settings)
         driver.usage()
+    except ColabVersionMismatch as exc:
+        return f"{exc.advice()} (COLABQ_COLAB_BIN={settings.colab_bin})", None, None
     except ColabqError as exc:
-        return (
-            f"{exc.advice()} (the `colab` CLI is COLABQ_COLAB_BIN={settings.colab_bin}; install "
-            f"google-colab-cli=={settings.colab_version} and authenticate it)"
-        ), None
-    return None, driver
+        where = f"the `colab` CLI is COLABQ_COLAB_BIN={settings.colab_bin}"
+        why = f"{exc.advice()} ({where}; install it, `{install_command()}`, and authenticate it)"
+        return why, None, None
+    return None, driver, cli

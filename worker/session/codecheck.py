@@ -1,7 +1,8 @@
 """Before allocation (invariant 1): the job's code is where the VM will look for it.
 
 `code: git`: the commit is fetched from the remote into a scratch repository on this host (depth
-1, no blobs), with this host's read credential, as the VM will fetch it. `code: snapshot`: the
+1, no blobs), with this host's read credential, as the VM will fetch it (an ssh remote over https
+with the credential for its host, else with the deploy key: `gitroute`). `code: snapshot`: the
 staged archive exists and holds data (hf:// through the runner's input check, file:// on this
 host's file system). Each outcome has one cause (`worker.fleet.causes`):
 
@@ -25,6 +26,7 @@ import contextlib
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -35,11 +37,18 @@ from typing import Literal
 from urllib.parse import unquote, urlsplit
 
 from worker.errors import ColabqError, HubEmptyArtifact, HubNotFound, SecretFileError
-from worker.session.checks import check_git_credentials
+from worker.session.checks import check_git_credentials, check_ssh_key
+from worker.session.gitroute import (
+    CREDENTIALS_VARIABLE,
+    KNOWN_HOSTS,
+    SSH_KEY_VARIABLE,
+    credential_urls,
+    route,
+    ssh_command,
+)
 from worker.spec import CodeSpec
 
 FETCH_TIMEOUT_S = 60.0
-CREDENTIALS_VARIABLE = "COLABQ_GIT_CREDENTIALS_FILE"
 # What git prints when the remote answers but has no such object.
 _NOT_THERE = re.compile(
     r"not our ref|couldn't find remote ref|no such remote ref|unadvertised object"
@@ -97,12 +106,14 @@ def check_code(
     workdir: Path,
     check_input: InputChecker,
     timeout_s: float = FETCH_TIMEOUT_S,
+    ssh_key: Path | None = None,
 ) -> str:
-    """Raise unless the VM will find the job's code; a line for the job's log otherwise."""
+    """Raise unless the VM will find the job's code; a line for the job's log otherwise.
+    `NoGitRoute` for an ssh remote this host has no credential or key for (`gitroute`)."""
     if code.mode == "git":
         return check_git(
             code, job_id=job_id, host=host, credentials=credentials, workdir=workdir,
-            timeout_s=timeout_s,
+            timeout_s=timeout_s, ssh_key=ssh_key,
         )  # fmt: skip
     return check_snapshot(code.snapshot, check_input)
 
@@ -115,26 +126,31 @@ def check_git(
     credentials: Path | None,
     workdir: Path,
     timeout_s: float = FETCH_TIMEOUT_S,
+    ssh_key: Path | None = None,
 ) -> str:
-    if credentials is not None:
-        try:
-            check_git_credentials(credentials)
-        except SecretFileError as exc:  # this host's (`cause_of`)
-            raise SecretFileError(f"{exc} ({CREDENTIALS_VARIABLE})") from None
+    _check_secret_files(credentials, ssh_key)
+    way = route(code.remote, credentials, ssh_key)  # as the VM will fetch it
     short, remote = code.commit[:12], code.remote
     workdir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="codecheck-", dir=workdir) as tmp:
-        got = fetch_commit(Path(tmp), remote, code.commit, credentials, timeout_s)
+        got = fetch_commit(
+            Path(tmp), way.url, code.commit, way.credentials, timeout_s, ssh_key=way.ssh_key
+        )
     if got.returncode == 0:
-        return f"code: commit {short} is on {remote}"
+        return f"code: commit {short} is on {way.describe(remote)}"
     words = scrub(got.stderr, credential_secrets(credentials))
     said, retry = git_said(words), f"`colabq retry {job_id}`"
-    verdict = "timeout" if got.returncode is None else judge(words, remote)
+    verdict = "timeout" if got.returncode is None else judge(words, way.url)
     if verdict == "missing":
         raise CodeCheckFailed(f"commit {short} is not on {remote}: push it, then {retry}")
+    if verdict == "refused" and way.ssh_key is not None:
+        raise CodeCheckFailed(
+            f"worker host {host} cannot read {remote} with its deploy key ({said}): add the "
+            f"key of {SSH_KEY_VARIABLE} to the repository as a read-only deploy key, then {retry}"
+        )
     if verdict == "refused":
         raise CodeCheckFailed(
-            f"worker host {host} cannot read {remote} ({said}): give worker hosts a read "
+            f"worker host {host} cannot read {way.url} ({said}): give worker hosts a read "
             f"credential in {CREDENTIALS_VARIABLE} (git-credential-store format), then {retry}"
         )
     if verdict == "timeout":
@@ -143,6 +159,20 @@ def check_git(
         raise CodeHostFailure(f"cannot reach {remote} to check commit {short}: {said}")
     # Unknown words: another host may fare better (a job that fails everywhere is poison).
     raise CodeHostFailure(f"git fetch of commit {short} from {remote} failed: {said}")
+
+
+def _check_secret_files(credentials: Path | None, ssh_key: Path | None) -> None:
+    """The host's credential files as the worker's start-up checked them (this host's failure
+    if they went bad since: `cause_of`)."""
+    for path, check, variable in (
+        (credentials, check_git_credentials, CREDENTIALS_VARIABLE),
+        (ssh_key, check_ssh_key, SSH_KEY_VARIABLE),
+    ):
+        if path is not None:
+            try:
+                check(path)
+            except SecretFileError as exc:
+                raise SecretFileError(f"{exc} ({variable})") from None
 
 
 def judge(stderr: str, remote: str) -> Verdict:
@@ -180,10 +210,17 @@ def check_snapshot(uri: str, check_input: InputChecker) -> str:
 
 
 def fetch_commit(
-    scratch: Path, remote: str, commit: str, credentials: Path | None, timeout_s: float
+    scratch: Path,
+    remote: str,
+    commit: str,
+    credentials: Path | None,
+    timeout_s: float,
+    *,
+    ssh_key: Path | None = None,
 ) -> Fetched:
     """`git fetch --depth 1 --filter=blob:none REMOTE COMMIT` in a new repository at `scratch`,
-    with no prompt and no credential but the file's; killed with its helpers at the timeout."""
+    with no prompt and no credential but the file's (or, over ssh, the deploy key alone, with
+    the known hosts the VM gets); killed with its helpers at the timeout."""
     config = ["-c", "credential.helper=", "-c", "core.askPass=", "-c", "protocol.version=2"]
     if credentials is not None:
         # Only `get`: a refused credential is never erased from the host's file, a good one
@@ -193,6 +230,10 @@ def fetch_commit(
         config += ["-c", f"credential.helper={helper}"]
     env = {k: v for k, v in os.environ.items() if k not in _GIT_LOCAL_ENV}
     env["GIT_TERMINAL_PROMPT"] = "0"
+    if ssh_key is not None:
+        known_hosts = scratch / "known_hosts"
+        shutil.copyfile(KNOWN_HOSTS, known_hosts)  # accept-new writes a new host's key here
+        env["GIT_SSH_COMMAND"] = ssh_command(ssh_key, known_hosts)
     env.setdefault("GIT_SSH_COMMAND", "ssh -o BatchMode=yes -o ConnectTimeout=20")
     repo = scratch / "repo"
     steps = [
@@ -236,18 +277,8 @@ def _run(argv: list[str], env: dict[str, str], err_path: Path, timeout_s: float)
 def credential_secrets(path: Path | None) -> list[str]:
     """The secret parts of the credentials file's lines (as written and URL-decoded), longest
     first; none if there is no file or it cannot be read."""
-    if path is None:
-        return []
-    try:
-        lines = path.read_text(errors="replace").splitlines()
-    except OSError:
-        return []
     found: set[str] = set()
-    for line in lines:
-        try:
-            parts = urlsplit(line.strip())
-        except ValueError:
-            continue
+    for parts in credential_urls(path):
         userinfo = parts.netloc.rpartition("@")[0]
         for raw in (userinfo, userinfo.partition(":")[2], parts.password or ""):
             found.update(s for s in (raw, unquote(raw)) if s)

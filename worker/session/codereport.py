@@ -1,10 +1,13 @@
-"""The job's code and environment in its final report, from what the VM's code stage said.
+"""The job's code, environment and inputs in its final report, from what the VM said while it
+prepared the job.
 
 The wrapper's code stage (worker/vm/colabq_code.py) ends with two sentinels, forwarded into the
 job's watch record like every other: `exec_code` (the repository at its commit, or why not) and
 `exec_environment` (`uv sync --frozen`, the Python, the driver's CUDA and the known breakages
-with their repairs, or why the sync failed), each one JSON object. Pure: the runner's finishing
-step calls these with the spec and the watch record.
+with their repairs, or why the sync failed); its input downloads (worker/vm/colabq_inputs.py)
+with `exec_inputs` (each input's path, bytes and seconds, or why one is not there); each one
+JSON object. Pure: the runner's finishing step and the janitor call these with the spec and the
+watch record.
 """
 
 from __future__ import annotations
@@ -26,15 +29,36 @@ def _vm(watch: Mapping[str, str], field: str) -> dict[str, Any] | None:
 
 
 def not_ready(watch: Mapping[str, str]) -> str | None:
-    """Why the job never ran because its code or environment was not ready on the VM (the
-    job's own failure: one line), or None."""
+    """Why the job never ran because its code, environment or inputs were not ready on the VM
+    (the job's own failure: one line), or None."""
     code = _vm(watch, "exec_code")
     if code is not None and not code.get("ok"):
         return f"the job's code is not on the VM: {code.get('reason')}; the job did not run"
     env = _vm(watch, "exec_environment")
     if env is not None and not env.get("ok"):
         return f"the job's environment is not ready: {env.get('reason')}; the job did not run"
+    inputs = _vm(watch, "exec_inputs")
+    if inputs is not None and not inputs.get("ok"):
+        why = " ".join(str(inputs.get("reason") or "an input is not there").split())[:1000]
+        return f"the job's inputs are not ready: {why}; the job did not run"
     return None
+
+
+def inputs_report(spec: JobSpec, watch: Mapping[str, str]) -> dict[str, Any] | None:
+    """Each declared input as the VM downloaded it (its path, bytes and seconds; None: not
+    fetched by colabq, or not reached), and the whole download's seconds: None for a job
+    without inputs."""
+    if not spec.hub_inputs:
+        return None
+    vm = _vm(watch, "exec_inputs") or {}
+    got: dict[str, Any] = vm["inputs"] if isinstance(vm.get("inputs"), dict) else {}
+    each = {}
+    for name, uri in spec.hub_inputs.items():
+        one = got.get(name)
+        mine: dict[str, Any] = one if isinstance(one, dict) and one.get("uri") == uri else {}
+        each[name] = {"uri": uri, "path": mine.get("path"), "bytes": mine.get("bytes"),
+                      "s": mine.get("s")}  # fmt: skip
+    return {"ready": vm.get("ok") if vm else None, "took_s": vm.get("took_s"), "inputs": each}
 
 
 def code_report(spec: JobSpec, watch: Mapping[str, str]) -> dict[str, Any] | None:

@@ -10,12 +10,14 @@ import json
 import os
 import threading
 
-from worker import gpuidle, timelimit
-from worker.colab import rates
+from worker import exitwhy, gpuidle, timelimit
+from worker.colab import rates, versions
 from worker.colab.release import ReleaseOutcome, release_session
 from worker.errors import ColabqError
 from worker.fleet.causes import Cause, PutBack
+from worker.progress import record, words
 from worker.records.record import JobRecord
+from worker.records.tail import forward_stored_tail
 from worker.records.unheld import note_reason
 from worker.session import codereport, procs
 from worker.session import plan as vmplan
@@ -58,6 +60,7 @@ class Finishing(JobRun):
         if v is not None and v.exit_code is not None:
             self.exit_code = v.exit_code
             self.log(f"the VM is gone ({how}); the store has the job's exit code {v.exit_code}")
+            self._take_stored_tail()
             self._to(S.PERSISTING, f"job exited {self.exit_code}; verifying artifacts")
             return
         synced = v.summary() if v is not None else "the store could not be read"
@@ -65,6 +68,21 @@ class Finishing(JobRun):
         if self.restarts < self.spec.max_restarts:
             raise Finish(S.RESTARTING, reason)
         raise Finish(S.VM_LOST, reason)
+
+    def _take_stored_tail(self) -> None:
+        """The job ended and its VM is gone: whatever of its console no attach client forwarded
+        comes from the copy its final upload stored, before the job is reported ended."""
+        spec, segment = self.spec, self.segment
+        try:
+            tail = forward_stored_tail(
+                self.d.ledger, self.job_id, segment, self.nonce,
+                lambda offset: self.d.store.console_tail(spec, segment, offset),
+            )  # fmt: skip
+        except ColabqError as exc:
+            self.log(f"the console log of the job's final upload could not be read: {exc.advice()}")
+            return
+        if said := tail.summary():
+            self.log(said)
 
     def _persist(self, rec: JobRecord) -> None:
         if self.exit_code is None:
@@ -86,7 +104,8 @@ class Finishing(JobRun):
         if not v.ok:
             raise Finish(S.FAILED, f"job exited {self.exit_code} but artifacts are {v.summary()}")
         if self.exit_code != 0:
-            raise Finish(S.FAILED, f"job exited {self.exit_code}")
+            w = self.d.ledger.read_watch(self.job_id)
+            raise Finish(S.FAILED, exitwhy.exit_reason(self.exit_code, w))
         raise Finish(S.SUCCEEDED, "exit 0, artifacts verified, session released")
 
     def _recover(self, rec: JobRecord) -> None:
@@ -249,10 +268,12 @@ class Finishing(JobRun):
             next_action = "none (cancelled)"
         else:
             next_action = f"read `colabq logs {spec.job_id}`, fix, and resubmit"
+        cli = versions.recorded_version(self.d.ledger.get(self.job_id).get("colab_cli"))
         return {
             "job_id": spec.job_id,
             "run_name": spec.run_name,
             "commit": spec.commit,
+            "colab_cli": cli,
             "outcome": state.value,
             "reason": reason,
             "exit_code": self.exit_code,
@@ -267,7 +288,7 @@ class Finishing(JobRun):
             "remaining_endpoint": remaining,
             **self._costs(),
             **self._code(),
-            "notes": self.notes,
+            "notes": [*self.notes, *versions.report_notes(cli)],
             "next_action": next_action,
         }
 
@@ -278,6 +299,9 @@ class Finishing(JobRun):
         return {
             "code": codereport.code_report(self.spec, w),
             "environment": codereport.environment_report(self.spec, w),
+            "inputs": codereport.inputs_report(self.spec, w),
+            # The rate the run went at, measured from its console (`worker.progress`).
+            "progress": words.report(record.from_watch(w)[0], self.spec.epochs),
         }
 
     def _costs(self) -> dict[str, object]:

@@ -69,6 +69,8 @@ class Follower:
     # connection: it is replaced. `heartbeat_path` is the wrapper's heartbeat on the VM.
     stall_s: float = 30.0
     heartbeat_path: str = ""
+    # Told of the job's watch hash each time the loop reads it (`worker.progress.guard`).
+    on_watch: Callable[[Mapping[str, str]], None] = lambda watch: None
     _checked_at: float = 0.0
 
     def run(self) -> FollowResult:
@@ -78,8 +80,10 @@ class Follower:
         next_attach_at = self.clock.monotonic()
         attached_at = self.clock.monotonic()
         while True:
-            if self.ledger.read_watch(self.job_id).get("exec_end") is not None:
+            watch = self.ledger.read_watch(self.job_id)
+            if _ended(watch):
                 return FollowResult(Ended.JOB_ENDED, "the job's end was forwarded")
+            self.on_watch(watch)
             if reason := self.cancelled():
                 return FollowResult(Ended.CANCELLED, f"cancelled while running: {reason}")
             if self.clock.time() >= self.deadline_at:
@@ -118,6 +122,9 @@ class Follower:
             attached_at = self.clock.monotonic()
             next_attach_at = attached_at + backoff_s
             backoff_s = min(max(1.0, backoff_s * 2), self.backoff_max_s)
+
+    def _end_forwarded(self) -> bool:
+        return _ended(self.ledger.read_watch(self.job_id))
 
     def _wait_while_alive(self, client: ProcRef) -> None:
         """Up to a poll, but back at once when the client ends (it ends on the job's end)."""
@@ -165,7 +172,7 @@ class Follower:
 
     def _session_gone(self) -> FollowResult | None:
         """After the client died: is the session gone? (The watchdog may have seen it.)"""
-        if self.ledger.read_watch(self.job_id).get("exec_end") is not None:
+        if self._end_forwarded():
             return FollowResult(Ended.JOB_ENDED, "the job's end was forwarded")
         if self.files.gone(self.session):
             return FollowResult(Ended.SESSION_GONE, "the watchdog found the session gone")
@@ -183,3 +190,10 @@ class Follower:
         if st is None:
             return FollowResult(Ended.SESSION_GONE, "colab status and sessions: the VM is gone")
         return None
+
+
+def _ended(watch: Mapping[str, str]) -> bool:
+    """The attach's end, or the wrapper's DONE: every line before it was forwarded (in order),
+    and nothing after it is the job's. A client cut between the two (its connection died with
+    the output) leaves DONE alone; attaching again would wait for the wrapper."""
+    return watch.get("exec_end") is not None or watch.get("exec_done") is not None

@@ -73,6 +73,8 @@ class RunnerDeps:
     worker_name: str = "worker"
     # Told of every state change after it is recorded (the Celery task sends it to Flower).
     on_state: Callable[[S, str], None] = lambda state, reason: None
+    # Told of the run's progress while it runs, every few seconds at most (Flower's job page).
+    on_progress: Callable[[str], None] = lambda text: None
     # The lease's fence; the default trusts the per-job lock alone (tests without a lease).
     fence: Fence = lambda: None
     # The GPU types this worker serves: those of a job's types it may allocate.
@@ -160,10 +162,14 @@ class JobRun:
         return self.d.ledger.cancel_requested(self.job_id)
 
     def _child_env(self) -> dict[str, str]:
+        login = self.d.settings.sentinel_login()
         return {
             **self.d.driver.exec_env(),
             "COLABQ_REDIS_URL": self.d.settings.redis_url,
             "COLABQ_REDIS_MASTER_NAME": self.d.settings.redis_master_name or "",
+            # (their environment, never their argv: a command line is anyone's to read)
+            "COLABQ_REDIS_SENTINEL_USERNAME": login.username or "",
+            "COLABQ_REDIS_SENTINEL_PASSWORD": login.password or "",
             "COLABQ_KEY_PREFIX": self.d.settings.key_prefix,
             "COLABQ_REDIS_RETRY_S": repr(self.d.settings.redis_retry_s),
             # All the observers read of the settings (`forward.FeedSettings`): the owner's.

@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from worker.records import ids
 from worker.session.watchpolicy import Phase
 
 
@@ -177,7 +178,10 @@ class JobFiles:
     # --- endpoints --------------------------------------------------------------------------
 
     def record_endpoint(self, session: str, endpoint: str) -> None:
-        """Write once, fsynced: the endpoint is how a session is found and stopped later."""
+        """Write once, fsynced: the endpoint is how a session is found and stopped later.
+        ValueError for a name or endpoint outside their grammars (`ids`): nothing written."""
+        if ids.session(session) is None or ids.endpoint(endpoint) is None:
+            raise ValueError(f"no session {ids.shown(session)} at {ids.shown(endpoint)}")
         path = self.root / "endpoints" / session
         if path.exists():
             return
@@ -190,8 +194,10 @@ class JobFiles:
         os.replace(tmp, path)
 
     def endpoint(self, session: str) -> str | None:
+        if ids.session(session) is None:
+            return None
         try:
-            return (self.root / "endpoints" / session).read_text().strip() or None
+            return ids.endpoint((self.root / "endpoints" / session).read_text().strip())
         except OSError:
             return None
 

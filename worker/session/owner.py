@@ -26,11 +26,13 @@ from worker.accounts.login import check_may_act
 from worker.clock import SystemClock
 from worker.colab.records import write_adoption_record
 from worker.deps import build_driver, build_ledger, job_dir
-from worker.errors import ColabqError, LedgerError
+from worker.errors import ColabqError, LedgerError, refuse
 from worker.fleet.causes import Cause
 from worker.fleet.putback import Attempt, give_back_host
+from worker.records import ids
 from worker.records.lease import Heartbeat
 from worker.records.ledger import Ledger
+from worker.records.vms import check_vm
 from worker.session.hubtoken import token_path
 from worker.session.job import Claimed
 from worker.session.jobfiles import JobFiles
@@ -156,6 +158,7 @@ def _wire(
         start_watchdog=lambda f, env: start_watchdog(f, env, clock=clock),
         worker_name=worker_name,
         on_state=noted,
+        on_progress=getattr(listener, "progress", lambda text: None),
         fence=lambda: beat.fence(settings.redis_retry_s),
         served_gpus=settings.worker_gpus,
     )
@@ -197,6 +200,8 @@ def find_orphaned(settings: Settings, *, handed_over: bool = True) -> list[str]:
     root = settings.state_dir / "jobs"
     found = []
     for d in sorted(root.iterdir()) if root.is_dir() else []:
+        if ids.job_id(d.name) is None:  # not a job's folder: nothing to take back
+            continue
         state = JobFiles(d).read_runner()
         if state is None or state.phase is Phase.DONE:
             continue
@@ -222,6 +227,7 @@ def adopt_job(
 ) -> Outcome | None:
     """Take over `job_id` if its owner is gone, and finish it; None if it needs no owner (it
     is over) or has a live one (its lock is held by an owner that may be alive)."""
+    job_id = ids.job_id(job_id) or refuse("job id", "the job to adopt", job_id)
     rec = ledger.get(job_id)
     if rec.state in TERMINAL or rec.state is JobState.QUEUED:
         local = JobFiles(job_dir(settings, job_id))
@@ -231,6 +237,9 @@ def adopt_job(
     # A host of another account never acts on the job's VM: its `colab status` cannot see it,
     # and "not found" would read as a lost VM (restarted here, while it runs on there).
     check_may_act(job_id, rec.get("account"), settings)
+    # Only the job's own VM: a colabq name, and the endpoint the index maps to this job.
+    name, endpoint = rec.get("session"), rec.get("endpoint")
+    check_vm(ledger, job_id, name, endpoint, settings.session_prefix)
     new_owner = secrets.token_hex(16)
     if not _take(ledger, rec.owner, job_id, new_owner, settings):
         return None
@@ -238,7 +247,6 @@ def adopt_job(
     script = files.root / SCRIPT
     if not script.exists():  # adopted from another host: the job's script lived there
         script.write_text(rec.spec.script)
-    name, endpoint = rec.get("session"), rec.get("endpoint")
     if name and endpoint:
         try:
             write_adoption_record(

@@ -33,6 +33,7 @@ from collections.abc import Callable
 
 from worker.errors import ColabqError, JobNotFound, StaleOwner
 from worker.fleet.causes import PutBack
+from worker.progress.guard import ProgressGuard
 from worker.records.lease import LeaseLost, LeaseUnconfirmed
 from worker.records.record import JobRecord
 from worker.session import plan as vmplan
@@ -247,13 +248,14 @@ class Runner(Starting, GivingBack):
             driver=d.driver, clock=d.clock, spawn=d.spawn, env=self._child_env(),
             attach=AttachSpec(
                 self.job_id, self.name, self.nonce, self.segment, d.settings.colab_bin,
-                str(d.driver.config_path), remaining + 120.0,
+                str(d.driver.config_path), remaining + 120.0, self.spec.epochs,
             ),
             deadline_at=self.deadline_at, poll_s=d.settings.poll_interval_s,
             backoff_max_s=d.settings.reattach_backoff_max_s, fence=d.fence, log=self.log,
             cancelled=self._cancelled, stale_cells=self.adopted or self._outage_seen,
             stall_s=d.settings.attach_stall_s,
             heartbeat_path=vmplan.remote_heartbeat(self.job_id),
+            on_watch=ProgressGuard(d.ledger, self.job_id, self.segment, self.log, d.on_progress),
         )  # fmt: skip
         result = follower.run()
         self._phase(Phase.FINISHING)

@@ -1,7 +1,7 @@
 """The steps before the job runs: ALLOCATING (checks, the watchdog, `colab new`, the endpoint
-recorded at once) and STARTING (one bundle upload, the launch cell that starts the wrapper
-detached, once). An adopter resumes them: it waits for a `colab new` a dead owner left running,
-and never launches the job twice."""
+recorded at once; a `new` that failed or was killed reconciled by name, `reconcile`) and STARTING
+(one bundle upload, the launch cell that starts the wrapper detached, once). An adopter resumes
+them: it waits for a `colab new` a dead owner left running, and never launches the job twice."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import redis
 
 from worker.accounts.balances import record_usage
 from worker.colab.parse import Usage
+from worker.colab.versions import CliRelease
 from worker.errors import (
     BudgetExceeded,
     ColabError,
@@ -22,13 +23,17 @@ from worker.errors import (
     SessionNotFound,
 )
 from worker.fleet.causes import CAPACITY_ERRORS, Cause, GpuMismatch, PutBack, cause_of
+from worker.people.destinations import check_local_paths
+from worker.records.fleet import live_workers
 from worker.records.record import JobRecord
 from worker.session import checks, codecheck, hubtoken, procs
 from worker.session import plan as vmplan
+from worker.session.gitroute import NoGitRoute, fetchers
 from worker.session.job import FRESH, Finish, JobRun, session_name
 from worker.session.launch import launch_job, lost_while_launching
+from worker.session.reconcile import Found, reconcile_new
 from worker.session.watchpolicy import Phase
-from worker.spec import CodeSpec
+from worker.spec import CodeSpec, queue_for
 from worker.states import JobState as S
 from worker.tracker.clients import open_run
 from worker.tracker.runs import TrackerRef, run_env
@@ -38,6 +43,8 @@ class Starting(JobRun):
     # The job's tracker run, once asked for (`_tracker_ref`).
     _tracker: TrackerRef | None = None
     _tracker_asked = False
+    # The CLI release the checks found (`_check_before_allocation`).
+    _cli: CliRelease | None = None
 
     def _allocate(self, rec: JobRecord) -> None:
         d = self.d
@@ -65,11 +72,16 @@ class Starting(JobRun):
         except (ColabqError, OSError) as exc:
             why = exc.advice() if isinstance(exc, ColabqError) else str(exc)
             raise PutBack(Cause.HOST, f"the watchdog did not start: {why}") from None
-        self.log(f"checks passed (colab {d.settings.colab_version}, balance {balance:.2f} units)")
+        assert self._cli is not None
+        self.log(f"checks passed ({self._cli.describe()}, balance {balance:.2f} units)")
+        if warning := self._cli.warning():
+            self.log(f"WARNING: {warning}")
         self.log("watchdog alive")
         self._tracker_ref(rec)  # before `colab new`: a slow tracker costs no GPU time
         d.fence()
-        d.ledger.set_fields(self.job_id, owner=self.owner, session=self.name)
+        # The CLI's version on the record: the report says it, whoever ends the job.
+        d.ledger.set_fields(self.job_id, owner=self.owner, session=self.name,
+                            colab_cli=self._cli.version)  # fmt: skip
         self._phase(Phase.ALLOCATING)
         gpu = self._new_session()
         self._to(S.STARTING, f"session {self.name} ({gpu}) at {self.endpoint}", gpu=gpu)
@@ -86,7 +98,7 @@ class Starting(JobRun):
         for gpu in served:
             self.log(f"allocating {gpu}{' high-mem' if spec.high_mem else ''} as {self.name}")
             try:
-                d.driver.new(self.name, gpu.value, spec.high_mem)
+                d.driver.new(self.name, gpu.value, spec.high_mem, on_retry=self._log_retry)
             except CAPACITY_ERRORS as exc:
                 if self._record_endpoint():
                     raise Finish(S.FAILED_NO_GPU, f"no GPU: {exc}") from None
@@ -94,14 +106,39 @@ class Starting(JobRun):
                 self.log(f"{gpu} refused: {exc}")
                 continue
             except ColabError as exc:
-                if self._record_endpoint():
-                    raise Finish(S.FAILED, f"allocation failed: {exc.advice()}") from None
-                raise PutBack(Cause.HOST, f"colab new failed: {exc.advice()}") from None
+                self._reconcile_new(exc)
             if not self._record_endpoint():
                 raise Finish(S.FAILED, "colab new said READY but recorded no endpoint")
             self.gpu = gpu.value
             return gpu.value
         raise PutBack(Cause.CAPACITY, "/".join(refused), gpus_tried=tuple(refused))
+
+    def _log_retry(self, line: str) -> None:
+        self.log(f"colab new retried its assignment (the CLI's colab.log): {line}")
+
+    def _reconcile_new(self, exc: ColabError) -> None:
+        """A `colab new` that failed or was killed (`exc`): go on with the VM it assigned to
+        this name, if any (returns); else release what may be assigned and give the job back,
+        never a second `new` for it here (raises)."""
+        assert self.name is not None
+        why = exc.advice()
+        found = reconcile_new(self.d.driver, self.name, self.files.endpoint(self.name), self.log)
+        if found.found is Found.ADOPTED:
+            self.log(f"colab new failed ({why}) after assigning {found.endpoint} to {self.name}: "
+                     "going on with it")  # fmt: skip
+            return
+        if found.found is Found.UNKNOWN and found.endpoint is not None:
+            self.files.record_endpoint(self.name, found.endpoint)
+            self._record_endpoint()
+            raise Finish(S.QUEUED, f"colab new failed: {why}; what it assigned is released",
+                         "host")  # fmt: skip
+        if found.unnamed:
+            self.log(
+                f"`colab sessions` lists {len(found.unnamed)} assignment(s) no CLI record names: "
+                f"{', '.join(found.unnamed)}; colabq cannot tell whether the failed `colab new` "
+                "made one of them, so it never stops them (the janitor reports them)"
+            )
+        raise PutBack(Cause.HOST, f"colab new failed: {why}") from None
 
     def _check_before_allocation(self) -> float:
         # Invariant 1: nothing is allocated before these pass, the watchdog included. A check
@@ -112,6 +149,7 @@ class Starting(JobRun):
         try:
             launch = vmplan.launch_source(spec, d.settings, self.nonce, self._segment_plan())
             checks.check_job_files(spec, self.files.root, vmplan.VM_DIR, launch)
+            check_local_paths(hubtoken.job_user(spec), spec, d.settings)  # the job's
             token = hubtoken.choose(spec, d.settings)  # a bad or missing one: this host's
             if token.whose in ("destination", "user"):
                 self.log(f"uploads use {token.describe()}")
@@ -122,7 +160,7 @@ class Starting(JobRun):
                 self.log(f"resume checkpoint {spec.resume_from}: {size} bytes")
             if spec.code is not None:
                 self.log(self._check_code(spec.code))
-            checks.check_cli_version(d.driver, d.settings.colab_version)
+            self._cli = checks.check_cli_release(d.driver, d.settings)
             account = d.settings.account
             return checks.check_budget(
                 d.driver, spec.budget_units, d.settings.budget_floor_for(account),
@@ -149,14 +187,23 @@ class Starting(JobRun):
                          by=self.d.worker_name, now=self.d.clock.time())  # fmt: skip
 
     def _check_code(self, code: CodeSpec) -> str:
-        """The job's commit fetchable from its remote with this host's credential, or its
-        snapshot staged (`codecheck`)."""
+        """The job's commit fetchable from its remote with this host's credential or deploy
+        key, as the VM will fetch it, or its snapshot staged (`codecheck`). An ssh remote this
+        host cannot fetch goes to another live worker that can; with none, it is the job's."""
         d = self.d
-        return codecheck.check_code(
-            code, job_id=self.job_id, host=d.worker_name,
-            credentials=d.settings.git_credentials_file, workdir=self.files.root,
-            check_input=d.check_input,
-        )  # fmt: skip
+        try:
+            return codecheck.check_code(
+                code, job_id=self.job_id, host=d.worker_name,
+                credentials=d.settings.git_credentials_file, workdir=self.files.root,
+                check_input=d.check_input, ssh_key=d.settings.git_ssh_key_file,
+            )  # fmt: skip
+        except NoGitRoute as exc:
+            queues = [queue_for(g, d.settings.queue_prefix) for g in self.spec.gpus]
+            cards = live_workers(d.ledger.r, d.ledger.keys)
+            others = [n for n in fetchers(cards, queues, code.remote) if n != d.worker_name]
+            if others:
+                raise PutBack(Cause.HOST, f"{exc.advice()} ({others[0]} can)") from None
+            raise codecheck.CodeCheckFailed(exc.advice()) from None
 
     def _new_marker(self) -> Path:
         assert self.name is not None
@@ -183,7 +230,8 @@ class Starting(JobRun):
                 vmplan.bundle_members(
                     self.files.root / vmplan.SCRIPT,
                     hubtoken.choose(self.spec, d.settings).path,
-                    vmplan.git_credentials_for(self.spec, d.settings),
+                    vmplan.git_route_for(self.spec, d.settings),
+                    inputs=bool(self.spec.hub_inputs),
                 ),
             )
             try:

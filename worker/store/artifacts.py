@@ -3,8 +3,9 @@
 `ArtifactStore` is what the runner depends on. `LocalStore` serves `kind="local"` destinations
 (rehearsals on the emulator, whose "VM" writes to this machine's disk); the Hub store
 (`hub.py`, built on this module's layout and `Verification`) serves `kind="hf"`; `build.py`
-picks one for a destination. Layout, both kinds: `<prefix>/logs/<job>/{job.log,exit_code}` and
-`<prefix>/<basename of each sync path>`.
+picks one for a destination. Layout, both kinds: `<prefix>/logs/<job>/{job.log,exit_code}`, the
+VM's console as the final upload found it (`console_name`), and `<prefix>/<basename of each sync
+path>`.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from worker.errors import StoreError
 from worker.spec import ArtifactDest, JobSpec
 
 
@@ -45,9 +47,33 @@ class ArtifactStore(Protocol):
         (for the Hub: private and writable with the job's token). Returns what it found."""
         ...
 
+    def console_tail(self, spec: JobSpec, segment: int, offset: int) -> bytes | None:
+        """The bytes from `offset` on of the VM console the segment's final upload stored
+        (empty if it holds no more); None when the store holds no such copy."""
+        ...
+
 
 def logs_path(spec: JobSpec) -> str:
     return _join(spec.artifact.prefix, "logs", spec.job_id)
+
+
+def console_name(segment: int) -> str:
+    """The stored copy of a segment's VM console, beside its `job.log` (the wrapper's
+    CONSOLE_COPY: segment 0's has no number, as its job.log has none)."""
+    return "console.log" if segment == 0 else f"console.s{segment}.log"
+
+
+def read_from(path: Path, offset: int) -> bytes | None:
+    """`path`'s bytes from `offset` on; None if there is no such file (a folder of its path
+    being something else included); `StoreError` if it cannot be read."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(max(offset, 0))
+            return fh.read()
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        return None
+    except OSError as exc:
+        raise StoreError(f"Cannot read {path}: {exc.strerror or exc}.") from exc
 
 
 def artifact_path(spec: JobSpec, name: str) -> str:
@@ -86,6 +112,10 @@ class LocalStore:
             return None
         path = Path(spec.artifact.repo) / artifact_path(spec, Path(spec.sync_paths[0]).name)
         return f"file://{path}" if _non_empty(path) else None
+
+    def console_tail(self, spec: JobSpec, segment: int, offset: int) -> bytes | None:
+        path = Path(spec.artifact.repo) / logs_path(spec) / console_name(segment)
+        return read_from(path, offset)
 
     def verify(self, spec: JobSpec) -> Verification:
         root = Path(spec.artifact.repo)

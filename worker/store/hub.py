@@ -1,15 +1,18 @@
 """The Hugging Face Hub artifact store (`ArtifactDest.kind == "hf"`).
 
-Owns `HubStore`: the `ArtifactStore` protocol for Hub destinations (`location`, `verify` with the
-same layout and semantics as `LocalStore`), the output-repo check (exists or is created private,
-is private, this token can write), `exists_nonempty`/`download` for declared inputs and resumes,
-and `upload_folder` with colabq's own commit-level retry. Every client error leaves this module
-as a `StoreError` subclass with the client's exception kept as its cause.
+Owns `HubStore`: the `ArtifactStore` protocol for Hub destinations (`location`, `verify` and
+`console_tail` with the same layout and semantics as `LocalStore`), the output-repo check (exists
+or is created private, is private, this token can write), `exists_nonempty`/`download` for
+declared inputs and resumes, and `upload_folder` with colabq's own commit-level retry. Every
+client error leaves this module as a `StoreError` subclass with the client's exception kept as
+its cause.
 
 This is the only colabq module that imports `huggingface_hub`, and only inside functions. The URI
 grammar, the retry policy and the transfer primitives live in the VM uploader
-(`worker/vm/colabq_sync.py`, stdlib-only at import), so the worker and the VM share them. The
-wire format of results is the wrapper's; whether a job succeeded is the runner's call.
+(`worker/vm/colabq_sync.py`, stdlib-only at import), so the worker and the VM share them; an
+upload of this host's own files by path (`upload_path`) is here: the VM's uploader reads what it
+opened without following links instead (`worker/vm/colabq_tree.py`). The wire format of results
+is the wrapper's; whether a job succeeded is the runner's call.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from worker.errors import (
     HubAuthError,
@@ -32,7 +35,14 @@ from worker.errors import (
     StoreError,
 )
 from worker.spec import ArtifactDest, JobSpec
-from worker.store.artifacts import Verification, artifact_path, logs_path, parse_exit_code
+from worker.store.artifacts import (
+    Verification,
+    artifact_path,
+    console_name,
+    logs_path,
+    parse_exit_code,
+    read_from,
+)
 from worker.vm.colabq_sync import (
     HubRef,
     Inspection,
@@ -45,7 +55,6 @@ from worker.vm.colabq_sync import (
     is_transient,
     split_hf_uri,
     transport_errors,
-    upload_path,
 )
 
 if TYPE_CHECKING:
@@ -133,6 +142,22 @@ class HubStore:
         detail = "" if ok else f"missing: {', '.join(missing) or 'a readable exit_code'}"
         return Verification(ok, exit_code, tuple(present), tuple(missing), detail)
 
+    def console_tail(self, spec: JobSpec, segment: int, offset: int) -> bytes | None:
+        """The stored console copy from `offset` on (downloaded whole: the Hub serves no byte
+        range through the client); None when the repo holds no such file."""
+        repo = dest_ref(spec.artifact)
+        path = f"{logs_path(spec)}/{console_name(segment)}"
+        ref = HubRef(repo.repo_type, repo.repo_id, None, path)
+        api = self._api()
+        with tempfile.TemporaryDirectory(prefix="colabq-hub-") as tmp:
+            try:
+                local = self._call(
+                    "download", ref, lambda: download_path(api, ref, Path(tmp), "file")
+                )
+            except HubNotFound:
+                return None
+            return read_from(local, offset)
+
     # --- repos and paths ----------------------------------------------------------------------
 
     def check_output_repo(self, dest: ArtifactDest) -> RepoCheck:
@@ -166,6 +191,13 @@ class HubStore:
 
     def check_destination(self, dest: ArtifactDest) -> str:
         return self.check_output_repo(dest).detail
+
+    def whoami(self) -> dict[str, Any]:
+        """The token's `whoami-v2` answer: its account, its orgs and its role
+        (`worker.people.tokenscope` reads it)."""
+        api = self._api()
+        answer = self._call("whoami", HubRef("model", "", None, ""), api.whoami)
+        return dict(answer) if isinstance(answer, dict) else {}
 
     def checkpoint_uri(self, spec: JobSpec) -> str | None:
         """The job's own synced checkpoint (its first sync path), if it holds data."""
@@ -326,3 +358,29 @@ def _redact(text: str, secret: str | None) -> str:
 
 def _create_private(api: HfApi, ref: HubRef) -> None:
     api.create_repo(ref.repo_id, repo_type=ref.repo_type, private=True, exist_ok=False)
+
+
+def upload_path(
+    api: HfApi, repo_id: str, repo_type: str, src: Path, dst: str, *, replace: bool = False
+) -> str:
+    """Upload a file or folder to `dst` as one commit; returns the commit id. `replace` also
+    deletes remote files under `dst` that `src` lacks (a folder mirror)."""
+    message = f"colabq: upload {dst or '/'}"
+    if src.is_dir():
+        info = api.upload_folder(
+            repo_id=repo_id,
+            repo_type=repo_type,
+            folder_path=src,
+            path_in_repo=dst,
+            commit_message=message,
+            delete_patterns="*" if replace else None,
+        )
+    else:
+        info = api.upload_file(
+            path_or_fileobj=str(src),
+            path_in_repo=dst,
+            repo_id=repo_id,
+            repo_type=repo_type,
+            commit_message=message,
+        )
+    return str(info.oid)

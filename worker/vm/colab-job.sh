@@ -7,7 +7,8 @@
 # self-release only after the final upload succeeded (otherwise the VM holds the only copy of the
 # results) and only after giving its owner `--release-hold-s` to stop the VM itself.
 #
-# Everything it prints goes to run/console.log, which attach cells follow by byte offset.
+# Everything it prints goes to run/console.log, which attach cells follow by byte offset; the
+# final upload stores a copy of it (logs/console.log) for a VM gone before its tail was forwarded.
 #
 # Usage: bash colab-job.sh --job ID --nonce N --ttl S --sync-interval S --dest-kind K
 #          --dest-repo R --dest-type T --prefix P [--sync PATH]... [--token-file F]
@@ -15,7 +16,8 @@
 #          [--upload-backoff-s S] [--resume URI] [--segment N] [--heartbeat-s S]
 #          [--release-hold-s S] [--gpu-idle S [--gpu-idle-below P]] [--code-mode git|snapshot --code-commit SHA
 #          [--code-remote R | --code-snapshot URI] [--code-subdir D] [--code-uv]
-#          [--code-repair NAME]... [--git-credentials-file F]] -- CMD [ARGS]...
+#          [--code-repair NAME]... [--git-credentials-file F] [--git-ssh-key-file F]]
+#          [--input NAME=URI]... -- CMD [ARGS]...
 # The job's user (colabq_jobuser.sh): run as root (Colab), the wrapper runs the job's own
 # processes as an unprivileged user, with a HOME of its own; the job's folder is writable for it,
 # colabq's files in it (logs/, run/) stay the wrapper's.
@@ -24,11 +26,16 @@
 # gets a copy of its own (a file, HF_TOKEN_PATH, never a value) only with --job-secret hf_token.
 # The code (--code-mode): colabq_code.py puts the repository at exactly its commit in repo/ (and,
 # with --code-uv, its environment: `uv sync --frozen`, then the job under `uv run --no-sync`);
-# the job then starts in repo/<subdir>, where its sync paths are too. The git credential, if
-# any, is moved out of /content at once and deleted once the fetch is over; only git reads it.
+# the job then starts in repo/<subdir>, where its sync paths are too. The git credential or deploy
+# key, if any, is moved out of /content at once and deleted once the fetch is over; only git (and
+# its ssh) reads it.
+# The inputs (--input, colabq_inputs.py): downloaded in parallel beside the code stage, before the
+# job starts, into inputs/<NAME>, each named to the job as COLABQ_INPUT_<NAME>; one missing or
+# empty and the job does not run (exit 6).
 # The GPU idle watch (--gpu-idle, colabq_gpuidle.py): the GPUs below P % (5) for S seconds while the
 # job runs stop it as `timeout` would; the wrapper then syncs as for any end and says GPU_IDLE.
-# Prints sentinels __COLABQ_<nonce>_<WHAT>__=<value> that the runner parses.
+# Prints sentinels __COLABQ_<nonce>_<WHAT>__=<value> that the runner parses; a job that exits 126
+# or 127 gets EXIT_WHY, what its shell said it could not run (worker/exitwhy.py words it).
 set -u
 # Colab presets that break uv projects and plotting in a batch job.
 unset UV_SYSTEM_PYTHON PYTHONPATH MPLBACKEND
@@ -37,6 +44,7 @@ JOB="" NONCE="" TTL="" SYNC_INTERVAL=900 DEST_KIND="" DEST_REPO="" DEST_TYPE="mo
 SYNC_PATHS=() TOKEN_FILE="" JOB_SECRETS=() HF_ENDPOINT_ARG="" RESUME_URI=""
 UPLOAD_ATTEMPTS=6 UPLOAD_BACKOFF_S=4 SEGMENT=0 HEARTBEAT_S=5 RELEASE_HOLD_S=30
 GPU_IDLE_S="" GPU_IDLE_BELOW=5 CODE_MODE="" CODE_SNAPSHOT="" GIT_CREDENTIALS_FILE="" CODE_ARGS=()
+GIT_SSH_KEY_FILE="" INPUTS=() INPUTS_PID=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --job) JOB="$2"; shift 2 ;;
@@ -67,6 +75,8 @@ while [ $# -gt 0 ]; do
     --code-uv) CODE_ARGS+=(--uv); shift ;;
     --code-repair) CODE_ARGS+=(--repair "$2"); shift 2 ;;
     --git-credentials-file) GIT_CREDENTIALS_FILE="$2"; shift 2 ;;
+    --git-ssh-key-file) GIT_SSH_KEY_FILE="$2"; shift 2 ;;
+    --input) INPUTS+=("$2"); shift 2 ;;
     --) shift; break ;;
     *) echo "colab-job.sh: unknown argument $1" >&2; exit 64 ;;
   esac
@@ -79,6 +89,7 @@ fi
 ROOT="$PWD"
 WORK="$ROOT/colab-jobs/$JOB"
 JOB_DIR="$WORK"  # the job's folder: repo/<subdir> once the code is there
+JOB_REL=""  # the same, from $WORK (the sync paths are uploaded from there, by the uploader)
 LOGS="$WORK/logs"
 RUN="$WORK/run"
 mkdir -p "$LOGS" "$RUN"
@@ -91,9 +102,12 @@ if [ -n "$JOB_UID" ]; then
   chgrp "$JOB_GID" "$WORK" && chmod 1775 "$WORK"
   chmod 644 "$ROOT/colab-user-job.sh" "$ROOT/colabq_envcheck.py" 2>/dev/null
 fi
-# Each segment of a restarted job keeps its own log beside the earlier ones.
+# Each segment of a restarted job keeps its own log (and console copy) beside the earlier ones.
 if [ "$SEGMENT" = "0" ]; then JOB_LOG="$LOGS/job.log"; else JOB_LOG="$LOGS/job.s$SEGMENT.log"; fi
+if [ "$SEGMENT" = "0" ]; then CONSOLE_COPY="$LOGS/console.log"; else CONSOLE_COPY="$LOGS/console.s$SEGMENT.log"; fi
 sentinel() { echo "__COLABQ_${NONCE}_$1__=$2"; }
+# A shell's or a launcher's line saying what it could not run (exit 126 or 127).
+CANNOT_RUN=': (command not found|not found|Permission denied|No such file or directory|Is a directory|cannot execute.*)$'
 
 # The heartbeat: {"at": epoch, "phase": P, "pid": wrapper pid, "console_bytes": N}, rewritten
 # atomically every HEARTBEAT_S while the wrapper lives (the loop stops with it); "done" (or
@@ -127,15 +141,22 @@ if [ -n "$UPLOAD_TOKEN" ] && [[ " ${JOB_SECRETS[*]-} " == *" hf_token "* ]]; the
   job_user_owns "$MINE"
   export HF_TOKEN_PATH="$MINE/hf-token"
 fi
-if [ -n "$GIT_CREDENTIALS_FILE" ] && [ -f "$GIT_CREDENTIALS_FILE" ]; then
-  SECRETS="$ROOT/.colabq-secrets/$JOB"
-  mkdir -p "$SECRETS" && chmod 700 "$ROOT/.colabq-secrets" "$SECRETS"
-  mv "$GIT_CREDENTIALS_FILE" "$SECRETS/git-credentials" && chmod 600 "$SECRETS/git-credentials"
-  GIT_CREDENTIALS_FILE="$SECRETS/git-credentials"
-  CODE_ARGS+=(--credentials "$GIT_CREDENTIALS_FILE")
-else
-  GIT_CREDENTIALS_FILE=""
-fi
+take_secret() {
+  # A host's git secret (its credential, its deploy key) out of /content at once, into a folder
+  # only the wrapper's user reads (0700, the file 0600); prints where it is now.
+  local dir="$ROOT/.colabq-secrets/$JOB"
+  mkdir -p "$dir" && chmod 700 "$ROOT/.colabq-secrets" "$dir"
+  mv "$1" "$dir/$2" && chmod 600 "$dir/$2" && echo "$dir/$2"
+}
+drop_secrets() {
+  rm -f "$GIT_CREDENTIALS_FILE" "$GIT_SSH_KEY_FILE" "$ROOT/.colabq-secrets/$JOB/known_hosts"
+}
+[ -f "$GIT_CREDENTIALS_FILE" ] && GIT_CREDENTIALS_FILE="$(take_secret "$GIT_CREDENTIALS_FILE" git-credentials)"
+[ -f "$GIT_SSH_KEY_FILE" ] && GIT_SSH_KEY_FILE="$(take_secret "$GIT_SSH_KEY_FILE" git-ssh-key)"
+[ -f "$GIT_CREDENTIALS_FILE" ] || GIT_CREDENTIALS_FILE=""
+[ -f "$GIT_SSH_KEY_FILE" ] || GIT_SSH_KEY_FILE=""
+[ -n "$GIT_CREDENTIALS_FILE" ] && CODE_ARGS+=(--credentials "$GIT_CREDENTIALS_FILE")
+[ -n "$GIT_SSH_KEY_FILE" ] && CODE_ARGS+=(--ssh-key "$GIT_SSH_KEY_FILE" --known-hosts "$ROOT/colabq_known_hosts")
 if [ -n "$HF_ENDPOINT_ARG" ]; then
   export HF_ENDPOINT="$HF_ENDPOINT_ARG"
 fi
@@ -144,25 +165,38 @@ HUB_OPTS=(--attempts "$UPLOAD_ATTEMPTS" --backoff-base-s "$UPLOAD_BACKOFF_S")
 [ -n "$HF_ENDPOINT_ARG" ] && HUB_OPTS+=(--endpoint "$HF_ENDPOINT_ARG")
 
 upload() {
-  # One upload of one path (one commit, retried); only this process gets the token.
+  # One upload of one path under the job's folder (one commit, retried); only this process gets
+  # the token. It follows no symbolic link (the job made them, the uploader is root): a link is
+  # left out and named in its output (colabq_tree.py).
   HF_TOKEN="$UPLOAD_TOKEN" python3 "$ROOT/colabq_sync.py" --kind "$DEST_KIND" --repo "$DEST_REPO" \
-    --repo-type "$DEST_TYPE" "${HUB_OPTS[@]}" --src "$1" --dst "$2"
+    --repo-type "$DEST_TYPE" "${HUB_OPTS[@]}" --root "$WORK" --src "$1" --dst "$2"
 }
 
 sync_all() {
-  # One upload pass: the log folder, then every declared sync path that exists.
-  upload "$LOGS" "${PREFIX:+$PREFIX/}logs/$JOB" || return 1
-  local p
+  # One upload pass: the log folder, then every declared sync path that exists (a link counts:
+  # the uploader says it left it out), each named from the job's folder.
+  upload logs "${PREFIX:+$PREFIX/}logs/$JOB" || return 1
+  local p rel
   for p in "${SYNC_PATHS[@]+"${SYNC_PATHS[@]}"}"; do
-    [ -e "$JOB_DIR/$p" ] || continue
-    upload "$JOB_DIR/$p" "${PREFIX:+$PREFIX/}$(basename "$p")" || return 1
+    rel="${JOB_REL:+$JOB_REL/}$p"
+    [ -e "$WORK/$rel" ] || [ -L "$WORK/$rel" ] || continue
+    upload "$rel" "${PREFIX:+$PREFIX/}$(basename "$p")" || return 1
   done
+}
+
+final_sync() {
+  # The last upload: the console as it stands (every line up to the job's exit status) goes with
+  # the logs, byte for byte, so that its tail survives a VM that goes before an attach client
+  # forwarded it (the owner then forwards it from the store, from its recorded offset).
+  [ -f "$RUN/console.log" ] && cp "$RUN/console.log" "$CONSOLE_COPY"
+  sync_all
 }
 
 finish() {
   # The end of the wrapper: the heartbeat's last word ("done", or "kept" when the VM holds the
   # only copy of the results), then the exit sentinel that attach cells stop on.
-  [ -n "$GIT_CREDENTIALS_FILE" ] && rm -f "$GIT_CREDENTIALS_FILE"
+  drop_secrets
+  [ -n "$INPUTS_PID" ] && kill "$INPUTS_PID" 2>/dev/null
   phase "$2"
   kill "$BEAT_PID" 2>/dev/null
   sentinel DONE "$1"
@@ -187,7 +221,7 @@ stage_code() {
   python3 "$ROOT/colabq_code.py" "${CODE_ARGS[@]}" --repo "$WORK/repo" --out "$out" 2>&1 \
     | tee -a "$JOB_LOG"
   rc=${PIPESTATUS[0]}
-  [ -n "$GIT_CREDENTIALS_FILE" ] && rm -f "$GIT_CREDENTIALS_FILE"
+  drop_secrets
   [ -s "$out/code.json" ] && sentinel CODE "$(cat "$out/code.json")"
   [ -s "$out/environment.json" ] && sentinel ENVIRONMENT "$(cat "$out/environment.json")"
   if [ "$rc" != 0 ] && ! grep -qs '"ok":false' "$out/code.json" "$out/environment.json"; then
@@ -198,7 +232,39 @@ stage_code() {
   fi
   [ "$rc" = 0 ] || return "$rc"
   JOB_DIR="$(cat "$out/jobdir")"
+  JOB_REL="${JOB_DIR#"$WORK"}" JOB_REL="${JOB_REL#/}"
   [ -s "$out/uv" ] && CODE_UV="$(cat "$out/uv")"
+  return 0
+}
+
+start_inputs() {
+  # The job's inputs, downloaded in parallel beside the code stage (as the wrapper's user: only
+  # its downloader gets the token); none to fetch, nothing runs.
+  [ ${#INPUTS[@]} -gt 0 ] || return 0
+  rm -rf "$RUN/inputs" "$WORK/inputs" && mkdir -p "$RUN/inputs"
+  HF_TOKEN="$UPLOAD_TOKEN" python3 "$ROOT/colabq_inputs.py" --dest "$WORK/inputs" \
+    --out "$RUN/inputs" "${HUB_OPTS[@]}" "${INPUTS[@]}" </dev/null >"$RUN/inputs/log" 2>&1 &
+  INPUTS_PID=$!
+}
+
+wait_inputs() {
+  # Every input there before the job starts: the job's user owns them, COLABQ_INPUT_<NAME> names
+  # each; else 6 (the INPUTS sentinel says which and why).
+  [ -n "$INPUTS_PID" ] || return 0
+  local rc name path
+  wait "$INPUTS_PID"; rc=$?
+  INPUTS_PID=""
+  tee -a "$JOB_LOG" < "$RUN/inputs/log"
+  if [ -s "$RUN/inputs/inputs.json" ]; then
+    sentinel INPUTS "$(cat "$RUN/inputs/inputs.json")"
+  elif [ "$rc" != 0 ]; then
+    sentinel INPUTS "{\"ok\":false,\"reason\":\"the input download failed (exit $rc): see the job's log\"}"
+  fi
+  [ "$rc" = 0 ] || return 6
+  [ -d "$WORK/inputs" ] && job_user_owns "$WORK/inputs"
+  while IFS=$'\t' read -r name path; do
+    export "COLABQ_INPUT_$name=$path"
+  done < "$RUN/inputs/paths"
   return 0
 }
 
@@ -211,6 +277,7 @@ if ! sync_all; then
   exit 2
 fi
 sentinel FIRST_UPLOAD ok
+start_inputs
 
 CODE_UV=""
 if [ -n "$CODE_MODE" ]; then
@@ -220,7 +287,7 @@ if [ -n "$CODE_MODE" ]; then
   rc=$?
   if [ "$rc" != 0 ]; then
     echo "colabq: the job's code or environment is not ready; the job does not run" | tee -a "$JOB_LOG"
-    sync_all || true
+    final_sync || true
     finish "$rc" done
     exit "$rc"
   fi
@@ -240,10 +307,24 @@ if [ -n "$RESUME_URI" ]; then
   else
     echo "colabq: resume checkpoint $RESUME_URI missing or empty; the job does not run" | tee -a "$JOB_LOG"
     sentinel RESUME failed
-    sync_all || true
+    final_sync || true
     finish 3 done
     exit 3
   fi
+fi
+
+if [ -n "$INPUTS_PID" ]; then
+  phase preparing
+  INPUTS_T0=$SECONDS
+  if ! wait_inputs; then
+    echo "colabq: an input is missing, empty or could not be downloaded; the job does not run" | tee -a "$JOB_LOG"
+    sync_all || true
+    finish 6 done
+    exit 6
+  fi
+  # What the downloads took beyond the code stage counts too (the wall cap holds both).
+  TTL=$((TTL - (SECONDS - INPUTS_T0)))
+  [ "$TTL" -ge 1 ] || TTL=1
 fi
 
 # The periodic sync stops only between uploads: the loop checks the stop flag before each pass.
@@ -259,8 +340,12 @@ SYNC_PID=$!
 
 phase running
 [ -n "$CODE_UV" ] && set -- "$CODE_UV" run --no-sync "$@"
+# The job's own time limit from now (what the stages above left of it): with STARTED, when
+# `timeout` stops it, which the owner projects the run's end against (worker/progress/).
+sentinel TTL "$TTL"
 sentinel STARTED "$(date +%s.%N)"
 JOB_T0=$SECONDS
+JOB_LOG_AT=$(stat -c %s "$JOB_LOG")  # the job's own output starts here
 GPU_PID=""
 rm -f "$RUN/gpu_idle" "$RUN/job.pid"
 if [ -n "$GPU_IDLE_S" ]; then
@@ -305,9 +390,15 @@ echo "$rc" > "$LOGS/exit_code"
 sentinel FINISHED "$FINISHED_AT"
 [ -n "$TIMED_OUT" ] && sentinel TIME_LIMIT "$TTL"
 [ -n "$GPU_IDLE" ] && sentinel GPU_IDLE "$GPU_IDLE"
+if [ "$rc" = 126 ] || [ "$rc" = 127 ]; then
+  # Found but not runnable, or not found: the shell's (or timeout's, setpriv's) own words for
+  # what, from the job's output (worker/exitwhy.py words it), and as which user.
+  SAID="$(tail -c +"$((JOB_LOG_AT + 1))" "$JOB_LOG" | grep -aE "$CANNOT_RUN" | tail -n 1 | cut -c 1-400)"
+  sentinel EXIT_WHY "${JOB_USER}"$'\t'"${SAID}"
+fi
 sentinel EXIT "$rc"
 
-if sync_all; then
+if final_sync; then
   sentinel FINAL_UPLOAD ok
   finish "$rc" done
   if [ -n "${TBE_RUNTIME_ADDR:-}" ]; then

@@ -5,8 +5,11 @@ environment, before the job runs. Started by the wrapper (colab-job.sh) with the
    - git: `git init`, `git fetch --depth 1 REMOTE COMMIT` (a fetch by SHA), `git checkout
      --detach FETCH_HEAD`, and `git rev-parse HEAD` must be COMMIT. A private remote's read
      credential arrives as a file (`--credentials`, git-credential-store format) and is used
-     only through `credential.helper=store --file=...`; it is deleted once the fetch is over,
-     whatever its outcome. Git never prompts (no terminal, GIT_TERMINAL_PROMPT=0).
+     only through `credential.helper=store --file=...`; an ssh remote's deploy key arrives the
+     same way (`--ssh-key`) and is used alone (`IdentitiesOnly`, `BatchMode`) against the known
+     hosts colabq ships (`--known-hosts`, `StrictHostKeyChecking=accept-new`). Either is deleted
+     once the fetch is over, whatever its outcome. Git never prompts (no terminal,
+     GIT_TERMINAL_PROMPT=0).
    - snapshot: the wrapper downloaded the archive (`--archive`, a .tar.gz of `git archive` plus
      `.colabq-commit`); it is unpacked (nothing may land outside the folder) and its recorded
      commit must be COMMIT.
@@ -122,17 +125,40 @@ def run(
     return lines[-1] if lines else ""
 
 
-def git_env() -> dict[str, str]:
+@dataclass(frozen=True)
+class SshKey:
+    """The deploy key (moved by the wrapper into its root-only secrets folder) and the known
+    hosts colabq ships, copied beside it: `accept-new` writes a new host's key there."""
+
+    key: Path
+    known_hosts: Path
+
+    def command(self) -> str:
+        return shlex.join([
+            "ssh", "-i", str(self.key), "-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes",
+            "-o", "StrictHostKeyChecking=accept-new",
+            "-o", f"UserKnownHostsFile={self.known_hosts}",
+        ])  # fmt: skip
+
+    def remove(self) -> None:
+        self.key.unlink(missing_ok=True)
+        self.known_hosts.unlink(missing_ok=True)
+
+
+def git_env(ssh: SshKey | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in PRESETS}
-    env.update(GIT_TERMINAL_PROMPT="0", GIT_SSH_COMMAND="ssh -o BatchMode=yes")
+    command = ssh.command() if ssh is not None else "ssh -o BatchMode=yes"
+    env.update(GIT_TERMINAL_PROMPT="0", GIT_SSH_COMMAND=command)
     return env
 
 
-def fetch_git(repo: Path, remote: str, commit: str, credentials: Path | None) -> None:
+def fetch_git(
+    repo: Path, remote: str, commit: str, credentials: Path | None, ssh: SshKey | None = None
+) -> None:
     helper = ["-c", "credential.helper="]
     if credentials is not None:
         helper += ["-c", f"credential.helper=store --file={shlex.quote(str(credentials))}"]
-    env = git_env()
+    env = git_env(ssh)
     try:
         run(["git", "-c", "init.defaultBranch=colabq", "init", "-q", str(repo)], env=env)
         say(f"fetching {commit} from {remote}")
@@ -147,6 +173,8 @@ def fetch_git(repo: Path, remote: str, commit: str, credentials: Path | None) ->
     finally:
         if credentials is not None:
             credentials.unlink(missing_ok=True)
+        if ssh is not None:
+            ssh.remove()
     if head != commit:
         raise StageError(f"{remote} gave commit {head} for {commit}")
 
@@ -244,6 +272,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--remote", default="")
     p.add_argument("--credentials", type=Path)
+    p.add_argument("--ssh-key", type=Path, help="a deploy key, in a folder only git's user reads")
+    p.add_argument("--known-hosts", type=Path, help="the known hosts to start from")
     p.add_argument("--archive", type=Path)
     p.add_argument("--archive-error", default="")
     p.add_argument("--subdir", default="")
@@ -252,6 +282,17 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--as-user", default="", help="UID:GID:HOME of the job's user")
     p.add_argument("--checker", type=Path, default=Path(__file__).with_name("colabq_envcheck.py"))
     return p.parse_args(argv)
+
+
+def ssh_key(key: Path | None, known_hosts: Path | None) -> SshKey | None:
+    """The deploy key, with a writable copy of the known hosts beside it (0600, the key's
+    folder), or None."""
+    if key is None:
+        return None
+    copy = key.with_name("known_hosts")
+    copy.write_bytes(known_hosts.read_bytes() if known_hosts and known_hosts.is_file() else b"")
+    copy.chmod(0o600)
+    return SshKey(key, copy)
 
 
 def write(out: Path, name: str, report: dict[str, Any]) -> None:
@@ -263,9 +304,10 @@ def main(argv: list[str]) -> int:
     a.out.mkdir(parents=True, exist_ok=True)
     a.repo.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
+    ssh = ssh_key(a.ssh_key, a.known_hosts)
     try:
         if a.mode == "git":
-            fetch_git(a.repo, a.remote, a.commit, a.credentials)
+            fetch_git(a.repo, a.remote, a.commit, a.credentials, ssh)
         elif a.archive is None:
             why = a.archive_error or "no archive was downloaded"
             raise StageError(f"the snapshot could not be downloaded: {why}")
@@ -281,6 +323,8 @@ def main(argv: list[str]) -> int:
     finally:
         if a.credentials is not None:
             a.credentials.unlink(missing_ok=True)
+        if ssh is not None:
+            ssh.remove()
     user = JobUser.parse(a.as_user)
     if user is not None:
         user.hand_over(a.repo)

@@ -7,10 +7,13 @@ token comes only from the `HF_TOKEN` environment variable, which the wrapper giv
 alone; it is never an argument, and never printed. `local` destinations exist for rehearsals on
 the emulator, where the "VM" shares the worker's disk.
 
-    colabq_sync.py --kind local|hf --repo R --repo-type T --src PATH --dst PATH_IN_REPO
-                   [--endpoint URL] [--attempts N] [--backoff-base-s S]
+    colabq_sync.py --kind local|hf --repo R --repo-type T [--root DIR] --src PATH
+                   --dst PATH_IN_REPO [--endpoint URL] [--attempts N] [--backoff-base-s S]
     colabq_sync.py download --uri hf://[datasets/]OWNER/REPO[@REV]/PATH --dest DIR [--endpoint URL]
     colabq_sync.py download --uri file:///PATH --dest DIR      (rehearsals on the emulator)
+
+An upload reads `--src` under `--root` (the job's folder) and follows no symbolic link: a link is
+left out and named (colabq_tree.py, beside it, says why and how).
 
 Exit codes: 0 done (download prints the local path on stdout); 1 failed, with one line on stderr;
 2 bad command line; 3 (download) the path is missing or holds no data.
@@ -29,7 +32,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Literal, TypeVar
 from urllib.parse import quote, unquote
 
@@ -211,32 +214,6 @@ def inspect_path(api: HfApi, ref: HubRef) -> Inspection:
     return Inspection("folder", sum(sizes), len(sizes))
 
 
-def upload_path(
-    api: HfApi, repo_id: str, repo_type: str, src: Path, dst: str, *, replace: bool = False
-) -> str:
-    """Upload a file or folder to `dst` as one commit; returns the commit id. `replace` also
-    deletes remote files under `dst` that `src` lacks (a folder mirror)."""
-    message = f"colabq: upload {dst or '/'}"
-    if src.is_dir():
-        info = api.upload_folder(
-            repo_id=repo_id,
-            repo_type=repo_type,
-            folder_path=src,
-            path_in_repo=dst,
-            commit_message=message,
-            delete_patterns="*" if replace else None,
-        )
-    else:
-        info = api.upload_file(
-            path_or_fileobj=str(src),
-            path_in_repo=dst,
-            repo_id=repo_id,
-            repo_type=repo_type,
-            commit_message=message,
-        )
-    return str(info.oid)
-
-
 def download_path(api: HfApi, ref: HubRef, dest_dir: Path, kind: str) -> Path:
     repo_type, revision = ref.repo_type, ref.revision
     if kind == "file":
@@ -253,15 +230,6 @@ def download_path(api: HfApi, ref: HubRef, dest_dir: Path, kind: str) -> Path:
         allow_patterns=patterns,
     )
     return dest_dir / ref.path if ref.path else dest_dir
-
-
-def upload_local(src: Path, repo: str, dst: str) -> None:
-    target = Path(repo) / dst
-    if src.is_dir():
-        shutil.copytree(src, target, dirs_exist_ok=True)
-    else:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(src, target)
 
 
 # --- command line -----------------------------------------------------------------------------
@@ -296,17 +264,41 @@ def _fail(message: str, token: str | None, code: int = EXIT_FAILED) -> int:
 
 
 def run_upload(a: argparse.Namespace, token: str | None) -> int:
-    src = Path(a.src)
-    if not src.exists():
-        return _fail(f"{src} does not exist", token)
-    if a.kind == "local":
-        try:
-            upload_local(src, a.repo, a.dst)
-        except OSError as exc:
-            return _fail(f"upload failed: {exc}", token)
-        return EXIT_OK
-    if not token:
+    if TYPE_CHECKING:
+        from worker.vm import colabq_tree as tree
+    else:  # beside this script, which the wrapper runs as one
+        import colabq_tree as tree
+    if a.kind == "hf" and not token:
         return _fail("HF_TOKEN is not set: the wrapper passes the token in it", None)
+    try:
+        found = tree.open_tree(a.root, a.src)
+    except ValueError as exc:
+        return _fail(str(exc), token, EXIT_USAGE)
+    except FileNotFoundError:
+        return _fail(f"{a.src} does not exist", token)
+    except (OSError, tree.TreeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) else str(exc)
+        return _fail(f"cannot read {a.src}: {why}", token)
+    try:
+        if (line := found.left_out_line(a.src)) is not None:
+            print(f"colabq_sync: {line}", flush=True)
+        if not found.files:
+            return EXIT_OK
+        if a.kind == "local":
+            tree.copy_opened(found.files, a.repo, a.dst)
+            return EXIT_OK
+        files = found.files
+        return _commit(
+            a, lambda api: tree.commit_opened(api, a.repo, a.repo_type, files, a.dst), token
+        )
+    except OSError as exc:  # a rehearsal's store could not be written
+        return _fail(f"upload failed: {exc}", token)
+    finally:
+        found.close()
+
+
+def _commit(a: argparse.Namespace, commit: Callable[[HfApi], str], token: str | None) -> int:
+    """One commit (`commit`), retried on transient errors; each retry said on stdout."""
     policy = RetryPolicy(max(a.attempts, 1), a.backoff_base_s)
 
     def note(attempt: int, exc: BaseException, delay_s: float) -> None:
@@ -315,13 +307,12 @@ def run_upload(a: argparse.Namespace, token: str | None) -> int:
 
     try:
         api = make_api(a.endpoint, token)
-        oid = call_with_retries(
-            lambda: upload_path(api, a.repo, a.repo_type, src, a.dst), policy, on_retry=note
-        )
+        oid = call_with_retries(lambda: commit(api), policy, on_retry=note)
     except Exception as exc:
         tries = f" after {policy.attempts} attempt(s)" if is_transient(exc) else ""
+        name = PurePosixPath(a.src).name
         return _fail(
-            f"upload of {src.name} to {a.repo}:{a.dst} failed{tries}: {describe(exc, token)}", token
+            f"upload of {name} to {a.repo}:{a.dst} failed{tries}: {describe(exc, token)}", token
         )
     print(f"colabq_sync: {a.repo}:{a.dst} committed {oid}", flush=True)
     return EXIT_OK
@@ -382,6 +373,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--kind", choices=["local", "hf"], required=True)
     p.add_argument("--repo", required=True)
     p.add_argument("--repo-type", choices=REPO_TYPES, default="model")
+    p.add_argument("--root", default="", help="the job's folder: --src stays under it")
     p.add_argument("--src", required=True)
     p.add_argument("--dst", required=True)
     _common_options(p)
