@@ -20,21 +20,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Unpack, overload
 
 from colabq.errors import BrokerUnavailable, DamagedJob, JobNotFound, LedgerError, WaitTimeout
-from colabq.results import Cancelled, CancelOutcome, JobInfo, Submission, job_info
+from colabq.results import Cancelled, JobInfo, Submission, job_info
 from colabq.submitting import SubmitOptions, as_options, run_submit, target_of
 from worker.errors import UserInputError
-from worker.states import TERMINAL, JobState
+from worker.states import TERMINAL
 
 if TYPE_CHECKING:
-    from celery import Celery
-
+    from producer.ask import Requests
+    from worker.gate.wire import CancelOutcome as GateOutcome
     from worker.records.ledger import Ledger
     from worker.settings import Settings
 
 # The longest a wait blocks on the job's log stream between two looks at its state (the
 # client's socket timeout is 30 s).
 _MAX_BLOCK_S = 5.0
-_OUTCOMES: tuple[CancelOutcome, ...] = ("cancelled", "requested", "already_over")
 _LIMIT = 30  # jobs a page of the list, as `colabq status`
 
 
@@ -55,7 +54,6 @@ class Client:
             settings = load_settings(**({} if redis_url is None else {"redis_url": redis_url}))
         self.settings: Settings = settings
         self._ledger: Ledger | None = None
-        self._app: Celery | None = None
 
     # --- connections ------------------------------------------------------------------------
 
@@ -68,18 +66,8 @@ class Client:
             self._ledger = connect_ledger(self.settings)
         return self._ledger
 
-    def _celery(self) -> Celery:
-        if self._app is None:
-            from worker.celery_app import build_app
-
-            self._app = build_app(self.settings)
-        return self._app
-
     def close(self) -> None:
         """Close the connections (a later call connects again)."""
-        if self._app is not None:
-            self._app.close()
-            self._app = None
         if self._ledger is not None:
             self._ledger.r.close()
             self._ledger = None
@@ -137,7 +125,6 @@ class Client:
         return run_submit(
             self.settings,
             lambda: self.ledger,
-            self._celery,
             target,
             as_options(given),
             grid=sweep,
@@ -259,16 +246,10 @@ class Client:
         that holds no session ends CANCELLED at once; otherwise its runner (or the adopter of a
         dead one) stops its session, verified, and ends it. Under Redis ACLs, a job of someone
         else is refused (UserInputError) unless this user is an operator."""
-        from producer.commands.cancel import cancel_one
-        from worker.people.guard import check_may_change
-
         with self._redis():
-            ledger = self.ledger
-            found = ledger.find_by_prefix(job_id)
-            check_may_change(ledger, [found], "cancel")
-            data, text = cancel_one(ledger, found, reason)
-        result = next(o for o in _OUTCOMES if o == data["result"])
-        return Cancelled(found, JobState(data["state_before"]), result, text)
+            found = self.ledger.find_by_prefix(job_id)
+            [outcome] = self._requests().cancel([found], reason)
+        return _cancelled(outcome)
 
     def sweep(self, sweep_id: str) -> list[JobInfo]:
         """A sweep's points in their order: `colabq status --sweep ID`."""
@@ -280,10 +261,13 @@ class Client:
     def cancel_sweep(self, sweep_id: str, reason: str = "cancelled by user") -> list[Cancelled]:
         """Cancel every point of a sweep not over yet: `colabq cancel --sweep ID`, with its
         rules (under Redis ACLs, another user's sweep is refused)."""
-        from producer.commands.cancel import _live_points
-
         with self._redis():
-            return [self.cancel(j, reason) for j in _live_points(self.ledger, sweep_id)]
+            return [_cancelled(o) for o in self._requests().cancel_sweep(sweep_id, reason)]
+
+    def _requests(self) -> Requests:
+        from producer.ask import Requests
+
+        return Requests.of(self.ledger, self.settings)
 
     @contextlib.contextmanager
     def _redis(self) -> Iterator[None]:
@@ -296,6 +280,12 @@ class Client:
             raise BrokerUnavailable(self.settings.redis_url, type(exc).__name__) from None
         except redis.RedisError as exc:  # e.g. an ACL that forbids a command
             raise LedgerError(f"Redis refused a call: {str(exc).splitlines()[0]}.") from None
+
+
+def _cancelled(o: GateOutcome) -> Cancelled:
+    from producer.commands.cancel import outcome_text
+
+    return Cancelled(o.job_id, o.state_before, o.result, outcome_text(o))
 
 
 def _since_epoch(since: str | float | None) -> float | None:

@@ -16,8 +16,6 @@ from colabq.results import Submission, submitted
 from worker.errors import UserInputError
 
 if TYPE_CHECKING:
-    from celery import Celery
-
     from worker.records.ledger import Ledger
     from worker.settings import Settings
 
@@ -97,7 +95,6 @@ def target_of(script: str | Path | None, job_file: str | Path | None) -> tuple[P
 def run_submit(
     settings: Settings,
     connect: Callable[[], Ledger],
-    app: Callable[[], Celery],
     target: Path,
     typed: Mapping[str, Any],
     *,
@@ -107,12 +104,19 @@ def run_submit(
     """`colabq submit`'s steps, printing nothing: the pre-flight's reports, the plan and the
     warnings are returned. Raises (PreflightFailed, UserInputError, ...) with nothing enqueued."""
     from producer.code.ship import Shipping
-    from producer.submit_flow import Source, build_specs, enqueue_points, points_of
+    from producer.submit_flow import (
+        Source,
+        build_specs,
+        enqueue_points,
+        points_of,
+        resolve_points_after,
+    )
     from producer.submit_report import job_rows, plan_rows
 
     points = points_of(target, typed, grid=grid, source=Source("submit()", "arguments"))
     # Redis first: a broker that is down is said before minutes of checks (a dry run needs none).
     ledger = None if dry_run else connect()
+    deps = resolve_points_after(points, ledger) if ledger is not None else []
     shipping = Shipping()
     built = build_specs(points, settings, shipping)
     specs = built.specs
@@ -122,7 +126,7 @@ def run_submit(
         rows = plan_rows(points, specs, settings.queue_prefix, shipping)
     else:
         shipping.stage(settings)  # every check passed: the snapshot goes where the VM fetches it
-        sent = enqueue_points(points, specs, settings, ledger, app())
+        sent = enqueue_points(points, specs, settings, ledger, deps)
         rows = job_rows(points, specs, sent.results, sent.served, settings.queue_prefix, shipping)
         warnings, sweep = tuple(sent.warnings), sent.sweep or None
     return Submission(

@@ -29,6 +29,7 @@ from rich.console import Console
 from rich.text import Text
 
 from producer import render
+from producer.ask import wait_for_gate
 from producer.broker import ensure_broker
 from producer.clictx import load_settings
 from producer.code.checks import code_finding, environment_finding
@@ -36,7 +37,6 @@ from producer.code.ship import CodeAsked, Shipping
 from producer.follow import follow_logs
 from producer.preflight.report import Verdict
 from producer.submit import SubmitRequest, build_spec, check_output_repo, destination_of, enqueue
-from worker.celery_app import build_app
 from worker.colab.driver import ColabCli
 from worker.deps import build_ledger
 from worker.errors import UserInputError
@@ -171,7 +171,8 @@ def run_demo(console: Console, *, keep: bool = False) -> int:
         for line in shipping.plan_lines([spec]):  # what the VM fetches and runs
             label, _, rest = line.partition(": ")
             console.print(Text.assemble((f"{label}:", "bold"), f" {rest}"))
-        res = enqueue(spec, ledger, build_app(settings), settings.queue_prefix)
+        wait_for_gate(ledger, 120.0)  # the worker's gate duty answers requests once it is up
+        res = enqueue(spec, ledger, wait_s=settings.gate_wait_s)
         console.print(f"[bold]submitted:[/] job {res.job_id} ({spec.run_name})\n")
         state = follow_logs(
             ledger,

@@ -8,7 +8,7 @@ does not drive.
 
 from __future__ import annotations
 
-from worker.errors import BrokerUnavailable, ColabqError, JobNotFound, UserInputError
+from worker.errors import BrokerUnavailable, ColabqError, GateSilent, JobNotFound, UserInputError
 from worker.states import JobState
 
 OK = 0
@@ -21,6 +21,7 @@ CANCELLED = 6
 NO_CAPACITY = 7  # FAILED_NO_GPU or FAILED_BUDGET: the account, not the job
 LOST = 8  # FAILED_LOST or VM_LOST: the VM or every owner was lost
 NOT_OVER = 9  # `status JOB`: the job is still queued or running
+KEPT = 10  # no gate answered: the request waits in its stream until one runs (`worker.gate`)
 
 # (code, meaning) in the order the README's table lists them.
 TABLE: tuple[tuple[int, str], ...] = (
@@ -34,6 +35,7 @@ TABLE: tuple[tuple[int, str], ...] = (
     (NO_CAPACITY, "FAILED_NO_GPU or FAILED_BUDGET: no GPU or no compute units"),
     (LOST, "FAILED_LOST or VM_LOST: the VM or its owners were lost"),
     (NOT_OVER, "`status JOB`: the job is not over yet"),
+    (KEPT, "no gate answered in time: the request is kept and handled when one runs"),
 )
 
 _BY_STATE = {
@@ -60,4 +62,6 @@ def for_error(exc: ColabqError) -> int:
         return NO_SUCH_JOB
     if isinstance(exc, UserInputError):
         return BAD_INPUT
+    if isinstance(exc, GateSilent):
+        return KEPT
     return FAILED

@@ -48,7 +48,7 @@ GROUPS: Mapping[str, frozenset[str]] = {
 
 
 def whoami() -> str:
-    """user@host of this user, as a job's submitter is recorded (`--mine` compares them)."""
+    """user@host of this user, as a job's submitter is recorded without ACLs."""
     try:
         user = getpass.getuser()
     except (OSError, KeyError):

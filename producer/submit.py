@@ -16,16 +16,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
-from celery import Celery
 from pydantic import ValidationError
 
 from producer.joblist import whoami
-from worker.errors import ColabqError, SpecError, UserInputError
-from worker.fleet.dispatch import send_job
-from worker.flow.sweeps import SweepTag, new_sweep_id
-from worker.people.owners import owned
+from worker.errors import SpecError, UserInputError
+from worker.gate.wire import Dep, Submit, Submitted
 from worker.records.ledger import Ledger
 from worker.settings import Settings
 from worker.spec import (
@@ -316,85 +312,50 @@ class Enqueued:
     state: JobState
 
 
+@dataclass(frozen=True)
+class Batch:
+    """What the gate did with a submission: each job (new, or submitted before) and the
+    sweep's id ('' for none)."""
+
+    jobs: list[Enqueued]
+    sweep: str = ""
+
+
 def enqueue(
-    spec: JobSpec,
-    ledger: Ledger,
-    app: Celery,
-    queue_prefix: str = "",
-    *,
-    allow_same_run: bool = False,
+    spec: JobSpec, ledger: Ledger, *, allow_same_run: bool = False, wait_s: float = 60.0
 ) -> Enqueued:
-    """Record the job, then send its message; a known idempotency key sends nothing, and a live
-    job writing to the same destination refuses it unless `allow_same_run`."""
-    return enqueue_many([spec], ledger, app, queue_prefix, allow_same_run=allow_same_run)[0]
+    """Have the gate record the job and send its message (`enqueue_many`)."""
+    return enqueue_many([spec], ledger, allow_same_run=allow_same_run, wait_s=wait_s).jobs[0]
 
 
 def enqueue_many(
     specs: Sequence[JobSpec],
     ledger: Ledger,
-    app: Celery,
-    queue_prefix: str = "",
     *,
     allow_same_run: bool = False,
-    sweep: SweepTag | None = None,
-    after: Sequence[str] = (),
-) -> list[Enqueued]:
-    """`enqueue` for a batch (a sweep, `sweep` or a new id): every job recorded in one atomic
-    step (all or none), then the new ones' messages sent over one broker connection. Under
-    Redis ACLs each job goes into the authenticated user's namespace (`worker.people.owners`)."""
-    specs = [owned(spec, ledger.identity) for spec in specs]
-    if sweep is None and len(specs) > 1 and not any(after):  # a sweep's points (`worker.flow`)
-        sweep = SweepTag(new_sweep_id(ledger.identity.owner))
-    created = ledger.create_many(specs, exclusive=not allow_same_run, sweep=sweep, after=after)
-    results: list[Enqueued] = []
-    with app.producer_or_acquire() as producer, _SentEvents(app, producer) as events:
-        for spec, (job_id, new) in zip(specs, created, strict=True):
-            if not new:
-                results.append(Enqueued(job_id, False, ledger.get(job_id).state))
-                continue
-            try:
-                send_job(app, spec, queue_prefix, producer=producer, event_dispatcher=events)
-            except Exception as exc:
-                sent = {r.job_id for r in results}
-                for other_id, other_new in created:
-                    if other_new and other_id not in sent:
-                        ledger.transition(
-                            other_id, JobState.FAILED, owner="", reason=f"could not enqueue: {exc}"
-                        )
-                raise ColabqError(
-                    f"Job {job_id} was recorded but could not be enqueued: {exc}"
-                ) from exc
-            results.append(Enqueued(job_id, True, JobState.QUEUED))
-    return results
+    sweep: bool = False,
+    max_parallel: int = 0,
+    after: Sequence[Sequence[Dep]] = (),
+    wait_s: float = 60.0,
+) -> Batch:
+    """Ask the gate (`worker.gate`) to record every job in one atomic step (all or none) and
+    send the new ones' messages; one request, however many jobs. A known idempotency key sends
+    nothing; a live job writing to the same destination refuses the batch unless
+    `allow_same_run`. The gate gives each job its id (in the Redis user's namespace under ACLs)
+    and, to a sweep's points (`sweep`, or several jobs without dependencies), a sweep id."""
+    from producer.ask import ask
+
+    body = Submit(
+        specs=tuple(specs), after=tuple(tuple(a) for a in after) if any(after) else (),
+        sweep=sweep, max_parallel=max_parallel, allow_same_run=allow_same_run,
+    )  # fmt: skip
+    done = ask(ledger, body, Submitted, wait_s=wait_s)
+    return Batch([Enqueued(j.job_id, j.created, j.state) for j in done.jobs], done.sweep)
 
 
-class _SentEvents:
-    """Celery publishes each task's `task-sent` event (Flower's PENDING row) as a message of its
-    own, one more round trip per job; given as the `event_dispatcher`, this hands them to a
-    Celery event Dispatcher that buffers the `task` group and publishes them as lists
-    (`task.multi`, which Celery's event receivers, Flower's among them, unpack)."""
-
-    BATCH = 500
-
-    def __init__(self, app: Celery, producer: Any) -> None:
-        self._dispatcher = app.events.Dispatcher(
-            producer.connection, buffer_group=["task"], buffer_limit=self.BATCH
-        )
-
-    def publish(self, type: str, fields: dict[str, Any], producer: Any, **_: Any) -> None:
-        self._dispatcher.send(type, **fields)
-
-    def __enter__(self) -> _SentEvents:
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        try:
-            self._dispatcher.flush()
-        finally:
-            self._dispatcher.close()
-
-
-__all__ = ["Enqueued", "SpecError", "SubmitRequest", "build_spec", "enqueue", "enqueue_many"]
+__all__ = [
+    "Batch", "Enqueued", "SpecError", "SubmitRequest", "build_spec", "enqueue", "enqueue_many",
+]  # fmt: skip
 
 
 def check_output_repo(spec: JobSpec, settings: Settings, token: str | None = None) -> str:

@@ -16,11 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from producer.clictx import _connect, build_app, queue_for
+from producer.clictx import _connect, queue_for
 from worker.errors import UserInputError
 
 if TYPE_CHECKING:
-    from celery import Celery
     from rich.console import Console
 
     from producer.code.ship import Shipping
@@ -28,7 +27,7 @@ if TYPE_CHECKING:
     from producer.preflight.report import Report
     from producer.submit import Enqueued
     from producer.sweep import Point
-    from worker.flow.sweeps import SweepTag
+    from worker.gate.wire import Dep
     from worker.records.ledger import Ledger
     from worker.settings import Settings
     from worker.spec import JobSpec
@@ -220,23 +219,22 @@ def enqueue_points(
     specs: Sequence[JobSpec],
     settings: Settings,
     ledger: Ledger,
-    app: Celery | None = None,
+    after: Sequence[Sequence[Dep]],
 ) -> Sent:
-    """Record every job in one atomic step and send the new ones (`producer.submit`) with
-    `app` (by default one built for `settings`)."""
+    """Have the gate record every job in one atomic step and send the new ones
+    (`producer.submit.enqueue_many`: one request for the whole batch), each after its `after`
+    (`resolve_points_after`)."""
     from producer.code.reach import check_reach, needs_reach
     from producer.submit import enqueue_many
     from worker.records.fleet import count_serving, live_workers
 
     if needs_reach(specs):  # an ssh remote: can a live worker fetch it on a VM?
         check_reach(specs, live_workers(ledger.r, ledger.keys), settings.queue_prefix)
-    allow = points[0].options.allow_same_run
-    app = build_app(settings) if app is None else app
-    tag = sweep_tag(points, ledger)
-    after = [resolve_after(p.options.after, ledger) for p in points]
-    results = enqueue_many(
-        specs, ledger, app, settings.queue_prefix, allow_same_run=allow, sweep=tag, after=after
-    )
+    o = points[0].options
+    batch = enqueue_many(
+        specs, ledger, allow_same_run=o.allow_same_run, sweep=any(p.values for p in points),
+        max_parallel=o.max_parallel or 0, after=after, wait_s=settings.gate_wait_s,
+    )  # fmt: skip
     queues = sorted({queue_for(s.gpu, settings.queue_prefix) for s in specs})
     served = {q: count_serving(ledger.r, ledger.keys, q) for q in queues}
     warnings = [
@@ -244,34 +242,39 @@ def enqueue_points(
         for q, n in served.items()
         if not n
     ]
-    return Sent(results, served, warnings, tag.sweep_id if tag else "")
+    sweep = batch.sweep if any(p.values for p in points) else ""
+    return Sent(batch.jobs, served, warnings, sweep)
 
 
-def resolve_after(values: Sequence[str], ledger: Ledger) -> str:
-    """A point's dependencies as the creation script takes them: each job named by its whole id
-    (a unique prefix is enough; an unknown one is refused in one line), `@N` kept."""
+def resolve_points_after(points: Sequence[Point], ledger: Ledger) -> list[tuple[Dep, ...]]:
+    """Every point's dependencies (`resolve_after`), before anything is checked or written: a
+    wrong one is said at once."""
+    return [resolve_after(p.options.after, ledger) for p in points]
+
+
+def resolve_after(values: Sequence[str], ledger: Ledger) -> tuple[Dep, ...]:
+    """A point's dependencies, each job named by its whole id (a unique prefix is enough; an
+    unknown one is refused in one line), `@N` kept. Under ACLs another user's job is refused in
+    one line here (the gate refuses it too: what it checks is what counts)."""
     from worker.errors import ColabqError
-    from worker.flow.deps import Dep, encode, parse_after
+    from worker.flow.deps import parse_after
+    from worker.gate.wire import Dep
+    from worker.people.guard import is_operator
+    from worker.people.owners import after_refusal, is_mine
 
     deps = []
     for d in parse_after(list(values)):
         if d.job.startswith("@"):
-            deps.append(d)
+            deps.append(Dep(job=d.job, cond=d.cond))
             continue
         try:
-            deps.append(Dep(ledger.find_by_prefix(d.job), d.cond))
+            job_id = ledger.find_by_prefix(d.job)
         except (ColabqError, LookupError):
             raise UserInputError(
                 f"--after {d.job}: no such job (or several start so): name it by its id, "
                 "as `colabq status` lists it."
             ) from None
-    return encode(deps)
-
-
-def sweep_tag(points: Sequence[Point], ledger: Ledger) -> SweepTag | None:
-    """A new id for the points of a sweep (none for one job), in the submitter's namespace."""
-    from worker.flow.sweeps import SweepTag, new_sweep_id
-
-    if not any(p.values for p in points):
-        return None
-    return SweepTag(new_sweep_id(ledger.identity.owner), points[0].options.max_parallel or 0)
+        if not is_mine(ledger.identity, job_id) and not is_operator(ledger):
+            raise UserInputError(after_refusal(job_id))
+        deps.append(Dep(job=job_id, cond=d.cond))
+    return tuple(deps)

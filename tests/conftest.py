@@ -63,8 +63,10 @@ def _private_redis(tmp: Path) -> tuple[subprocess.Popen[bytes], str] | None:
     """A redis-server of this test process's own, behind a password, as a deployment shared by
     several machines runs it: the whole path is tested against a Redis that needs one."""
     port, password = free_port(), secrets.token_hex(16)
+    # hz 100: a blocking read's timeout (the test's gate reads every 20 ms) ends within 10 ms,
+    # not the default 100 ms, so a test's gate stops at once.
     conf = (f"bind 127.0.0.1\nport {port}\nsave \"\"\nappendonly no\ndir {tmp}\n"
-            f"requirepass {password}\n")  # fmt: skip
+            f"requirepass {password}\nhz 100\n")  # fmt: skip
     url = f"redis://:{password}@127.0.0.1:{port}/14"
     proc = start_redis_server(conf, url)
     return (proc, url) if proc else None
@@ -104,3 +106,15 @@ def redis_client(redis_url: str) -> Iterator[redis.Redis]:
     client = redis.Redis.from_url(redis_url)
     yield client
     client.close()
+
+
+@pytest.fixture
+def gate(redis_url: str, key_prefix: str) -> Iterator[object]:
+    """The real gate (`tests.gatethread`) on this test's key prefix and the default queue prefix,
+    for a test whose commands change the queue where no worker runs one."""
+    from tests.gatethread import running_gate
+    from worker.settings import load_settings
+
+    settings = load_settings(redis_url=redis_url, key_prefix=key_prefix, gate_refresh_s=0.2)
+    with running_gate(settings) as duty:
+        yield duty

@@ -39,7 +39,7 @@ class RunNameInUse(UserInputError):
             f"cancel it (`colabq cancel {job_id}`), choose another --name, or pass "
             "--allow-same-run to write to the same place anyway."
         )
-        self.job_id = job_id
+        self.run_name, self.job_id, self.state, self.where = run_name, job_id, state, where
 
 
 class SpecError(UserInputError):
@@ -49,6 +49,18 @@ class SpecError(UserInputError):
         super().__init__(f"{field}: {message}")
         self.field = field
         self.message = message
+
+
+class GateSilent(ColabqError):
+    """No gate answered a request in time; the request is kept in the user's stream and is
+    handled when a gate runs (`worker.gate`)."""
+
+    def __init__(self, request_id: str, waited_s: float) -> None:
+        super().__init__(
+            f"No gate answered within {waited_s:.0f} s: request {request_id} is kept and is "
+            "handled when a GPU worker or `colabq gate` runs; see it with `colabq requests`."
+        )
+        self.request_id = request_id
 
 
 class ConfigError(UserInputError):

@@ -1,7 +1,8 @@
 """A worker process's start and stop, as Celery's signals: refuse to start on a host that would
 fail every job (or whose Colab login is not its account), take back the jobs it owned before it
-died, publish its card (`colabq workers`), run its fleet duties (`worker.fleet.prober`) and its
-account's janitor duty (`worker.janitor.duty`), and withdraw them when it stops.
+died, publish its card (`colabq workers`), run its fleet duties (`worker.fleet.prober`), its
+account's janitor duty (`worker.janitor.duty`) and the gate's duty (`worker.gate.duty`: the
+users' requests, when no other gate serves them), and withdraw them when it stops.
 
 Imported by the worker when it starts (`worker.celery_app.WORKER_MODULES`, Celery's `include`),
 never by the app's module; the heavy pieces are imported inside the handlers.
@@ -101,6 +102,7 @@ def _publish_card(sender: Any, **_: Any) -> None:
     _card_keeper = CardKeeper(client, Keys(settings.key_prefix), card, current_job)
     _card_keeper.start()
     _start_prober(sender, settings, queues)
+    _start_gate(sender, settings)
 
 
 _prober: Any = None
@@ -130,6 +132,24 @@ def _start_prober(sender: Any, settings: Settings, queues: tuple[str, ...]) -> N
     _prober.start()
 
 
+_gate: Any = None
+
+
+def _start_gate(sender: Any, settings: Settings) -> None:
+    """The gate's duty (`worker.gate.duty`): this worker serves the users' requests while it
+    holds the gate's lease, so a deployment with one worker needs no `colabq gate`."""
+    global _gate
+    from worker.deps import build_ledger
+    from worker.gate.duty import build_gate_duty
+
+    def say(line: str) -> None:
+        print(line, flush=True)
+
+    ledger = build_ledger(settings, retry_s=0)  # its own connection: its reads block
+    _gate = build_gate_duty(settings, ledger, sender.app, say)
+    _gate.start()
+
+
 def _janitor_duty(sender: Any, settings: Settings, ledger: Any) -> Any:
     """The account's janitor duty (`worker.janitor.duty`): this worker runs its account's pass
     where no beat or other host has lately."""
@@ -152,6 +172,8 @@ def _withdraw_card(**_: Any) -> None:
         _card_keeper.stop()
     if _prober is not None:
         _prober.stop()
+    if _gate is not None:
+        _gate.close()
 
 
 def _job_of_message(args: Any) -> str | None:

@@ -197,6 +197,10 @@ class Settings(BaseSettings):
     # Beat runs a janitor pass this often; a worker host runs its account's pass when none
     # ran for 1.5 of these.
     janitor_interval_s: float = Field(default=60.0, gt=0)
+    # The gate (`worker.gate`): a client waits this long for a running gate's answer; a gate
+    # reads the list of Redis users (whose request streams it serves) this often.
+    gate_wait_s: float = Field(default=60.0, gt=0)
+    gate_refresh_s: float = Field(default=5.0, gt=0)
     # A terminal job's record, history and log stream expire this long after it ended.
     retention_s: float = Field(default=30 * 24 * 3600.0, gt=0)
     # An assignment colabq recorded for a job that is over (or whose owners are all dead) is

@@ -1,8 +1,10 @@
 """P4: enqueue -> ALLOCATING, on an idle worker, against a raw Celery dispatch in the same run.
 
 colabq: a real worker (`celery -A worker.celery_app worker`, default settings, the Colab
-emulator) waits on its queue; the bench records each job and sends its message (`enqueue`) and
-reads the time of its ALLOCATING entry in the job's history (the worker's clock: the same host).
+emulator) waits on its queue; the bench submits each job as `colabq submit` does (`enqueue`: a
+request to the gate, which the worker's gate duty carries out: the job recorded, its message
+sent) and reads the time of its ALLOCATING entry in the job's history (the worker's clock: the
+same host).
 The job then runs to its end (a one-line script) before the next is sent.
 The anchor: a plain Celery worker (`ops/bench/dispatch_anchor.py`, the same broker, the library's
 defaults) whose task writes the time it starts to Redis; the bench sends it N tasks the same way.
@@ -31,8 +33,8 @@ sys.path.insert(0, str(ROOT))
 
 from ops.bench.figures import Figure, check_runs, emit  # noqa: E402
 from ops.bench.rig import DEFAULT_REDIS_URL, PY, fleet_env, start_worker, tear_down  # noqa: E402
+from producer.ask import wait_for_gate  # noqa: E402
 from producer.submit import SubmitRequest, build_spec, enqueue  # noqa: E402
-from worker.celery_app import build_app  # noqa: E402
 from worker.clock import SystemClock  # noqa: E402
 from worker.records.keys import Keys  # noqa: E402
 from worker.records.ledger import Ledger  # noqa: E402
@@ -65,7 +67,7 @@ def colabq_latencies(env: dict[str, str], root: Path, jobs: int, run: int) -> li
         redis.Redis.from_url(settings.redis_url), SystemClock(), Keys(settings.key_prefix),
         log_maxlen=1000,
     )  # fmt: skip
-    app = build_app(settings)
+    assert wait_for_gate(ledger, 60), "the worker's gate never served"
     script = root / "job.sh"
     script.write_text("echo hi\n")
     out: list[float] = []
@@ -75,9 +77,7 @@ def colabq_latencies(env: dict[str, str], root: Path, jobs: int, run: int) -> li
             local_store=root / "store", commit="abc1234",
         ))  # fmt: skip
         t0 = time.time()
-        enqueue(spec, ledger, app, env["COLABQ_QUEUE_PREFIX"])
-
-        job_id = spec.job_id
+        job_id = enqueue(spec, ledger).job_id
         wait(f"job {job_id} ALLOCATING", lambda: allocating_at(ledger, job_id))  # noqa: B023
         out.append((allocating_at(ledger, job_id) or 0.0) - t0)
         wait(f"job {job_id} ended", lambda: ledger.get(job_id).state in TERMINAL)  # noqa: B023

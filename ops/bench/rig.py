@@ -82,6 +82,24 @@ def start_worker(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
     return proc
 
 
+def start_gate(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    """`colabq gate` for `env`'s deployment (`worker.gate`), once it serves (holds the lease)."""
+    from worker.records.keys import Keys
+
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(
+            [str(Path(PY).parent / "colabq"), "gate"], env=env, stdout=out,
+            stderr=subprocess.STDOUT, start_new_session=True, cwd=ROOT,
+        )  # fmt: skip
+    client = redis.Redis.from_url(env["COLABQ_REDIS_URL"])
+    deadline = time.monotonic() + 60
+    while not client.exists(Keys(env["COLABQ_KEY_PREFIX"]).gate_lease()):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise SystemExit(f"the gate did not start:\n{log.read_text()[-2000:]}")
+        time.sleep(0.05)
+    return proc
+
+
 def tear_down(env: dict[str, str], root: Path, *procs: subprocess.Popen[bytes]) -> None:
     """Stop the workers, every emulated VM, the prefix's keys and the folder."""
     for proc in procs:

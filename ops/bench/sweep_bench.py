@@ -1,8 +1,9 @@
 """A 1,000-job sweep from a job file, through the real `colabq submit` command, on the real Redis.
 
 The job file sweeps `env.SEED` over N values in a training repository the pre-flight passes;
-`colabq submit job.yaml` (a subprocess, start-up included) pre-flights, records and enqueues
-every job. The anchor, measured in the same run: raw Celery `send_task` of N messages carrying
+`colabq submit job.yaml` (a subprocess, start-up included) pre-flights and sends the whole sweep
+as one request to the gate (`colabq gate`, running beside it), which records and enqueues every
+job. The anchor, measured in the same run: raw Celery `send_task` of N messages carrying
 the same encoded specs, one connection, in-process (no checks, no ledger, no start-up).
 Each figure is the median of --runs runs, with min-max. Target: the sweep in <= 10 s.
 
@@ -28,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from ops.bench.figures import Figure, check_runs, emit  # noqa: E402
-from ops.bench.rig import raw_send  # noqa: E402
+from ops.bench.rig import raw_send, start_gate  # noqa: E402
 from tests.cli.training_repo import QUIET_ENV, make_repo  # noqa: E402
 
 COLABQ = Path(sys.executable).parent / "colabq"
@@ -93,6 +94,7 @@ def main() -> int:
                 COLABQ_REDIS_URL=args.redis_url, COLABQ_KEY_PREFIX=prefix,
                 COLABQ_QUEUE_PREFIX=f"{prefix}.", HOME=tmp,
             )  # fmt: skip
+            gate = start_gate(env, Path(tmp) / f"gate-{run}.log")
             try:
                 took, ids = sweep_once(path, env)
                 if len(ids) != args.jobs:
@@ -107,6 +109,8 @@ def main() -> int:
                 raw_queue = f"{prefix}.raw"
                 raw_s.append(raw_send(args.redis_url, raw_queue, [s.decode() for s in specs]))
             finally:
+                gate.terminate()
+                gate.wait(30)
                 clean(client, prefix)
     n = args.jobs
     print(f"sweep of {n} jobs from a job file (colabq submit, a command): {fig(sweep_s, n)}")

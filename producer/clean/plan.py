@@ -37,6 +37,7 @@ from producer.clean.steps import (
 from worker.states import TERMINAL, JobState
 
 if TYPE_CHECKING:
+    from producer.ask import Requests
     from worker.records.ledger import Ledger
     from worker.records.record import JobRecord
     from worker.settings import Settings
@@ -192,11 +193,12 @@ def plan_remote_step(
     return StepPlan(title, tuple(actions), tuple(skipped), "; ".join(nothing))
 
 
-def _cancel_action(ledger: Ledger, job: JobRecord, reason: str) -> Action:
+def _cancel_action(asks: Requests, job: JobRecord, reason: str) -> Action:
     queued = job.state is JobState.QUEUED and not job.owner
+    ledger = asks.ledger
 
     def do() -> None:
-        ledger.cancel(job.job_id, reason)
+        asks.cancel([job.job_id], reason)
 
     def check() -> str | None:
         now = ledger.get(job.job_id)
@@ -213,11 +215,11 @@ def _cancel_action(ledger: Ledger, job: JobRecord, reason: str) -> Action:
     return Action(text, do, check)
 
 
-def plan_jobs_step(facts: RunFacts, ledger: Ledger) -> StepPlan:
+def plan_jobs_step(facts: RunFacts, asks: Requests) -> StepPlan:
     title = "Colab session and queued retries"
-    live = [ledger.get(j.job_id) for j in facts.jobs]  # read again: states move on
+    live = [asks.ledger.get(j.job_id) for j in facts.jobs]  # read again: states move on
     reason = f"colabq clean {facts.run_name}"
-    actions = [_cancel_action(ledger, j, reason) for j in live if j.state not in TERMINAL]
+    actions = [_cancel_action(asks, j, reason) for j in live if j.state not in TERMINAL]
     nothing = (
         "" if actions else f"{len(live)} job(s) of the run in the ledger, none queued or running"
     )
@@ -226,7 +228,7 @@ def plan_jobs_step(facts: RunFacts, ledger: Ledger) -> StepPlan:
 
 def build_planners(
     facts: RunFacts,
-    ledger: Ledger,
+    asks: Requests,
     *,
     delete_remote: bool,
     trackers: Sequence[str],
@@ -242,5 +244,5 @@ def build_planners(
         lambda: plan_local_step(facts),
         lambda: plan_remote_step(facts, delete_remote=delete_remote, deleters=deleters),
         lambda: plan_tracker_step(found, run_name=facts.run_name, run_dirs=facts.run_dirs, env=env),
-        lambda: plan_jobs_step(facts, ledger),
+        lambda: plan_jobs_step(facts, asks),
     ]

@@ -2,9 +2,10 @@
 `--mine`, the same filters as `colabq status`). Under Redis ACLs a user who is not an operator
 cancels only their own jobs (`worker.people.guard`).
 
-Owns choosing the jobs and saying what happened to each. Cancelling one is the ledger's: a job
-no live runner holds and that holds no session ends CANCELLED at once; otherwise a flag asks its
-runner (or the adopter of a dead one) to stop its session, verified, and end it. `--json` has one
+Owns choosing the jobs and saying what happened to each. Cancelling them is the gate's (one
+request, `worker.gate.ops.cancel`): a job no live runner holds and that holds no session ends
+CANCELLED at once; otherwise a flag asks its runner (or the adopter of a dead one) to stop its
+session, verified, and end it. `--json` has one
 shape however many jobs: `{"jobs": [{"job_id", "state_before", "result"}], "count": N}`, where
 result is cancelled, requested or already_over. `--sweep ID` names every point of a sweep that
 is not over (`worker.flow.sweeps`).
@@ -21,6 +22,7 @@ import typer
 from producer.clictx import _connect, load_settings, out
 
 if TYPE_CHECKING:
+    from worker.gate.wire import CancelOutcome
     from worker.records.ledger import Ledger
 
 RESULT_HELP = (
@@ -60,40 +62,35 @@ def cancel(
     Name them by id, or select them like `colabq status` does: `--run 'coco-*'`,
     `--state queued --mine` (filters combine; ids and filters add up).
     """
+    from producer.ask import Requests
     from worker.errors import UserInputError
-    from worker.people.guard import check_may_change, mine_unless_operator
+    from worker.people.guard import mine_unless_operator
 
     if not jobs and run is None and not state and not mine and sweep is None:
         raise UserInputError(
             "Name the jobs to cancel: job ids, or a filter (--run GLOB, --state queued, --mine, "
             "--sweep ID)."
         )
-    ledger = _connect(load_settings())
+    settings = load_settings()
+    ledger = _connect(settings)
     chosen = [ledger.find_by_prefix(j) for j in jobs or ()]
-    if sweep is not None:
-        chosen += _live_points(ledger, sweep)
-    # Under ACLs a user cancels only their own jobs (Redis refuses the rest): a job named by
-    # its id is refused in one line; a filter selects only one's own.
-    check_may_change(ledger, chosen, "cancel")
     if run is not None or state or mine:
+        # A filter selects only one's own jobs, unless an operator; a job named by its id is
+        # the gate's to refuse (one line) if it is someone else's.
         found = mine_unless_operator(ledger, select(ledger, run, state or (), mine))
         chosen += [j for j in found if j not in chosen]
-    results = [cancel_one(ledger, job_id, reason) for job_id in dict.fromkeys(chosen)]
+    asks = Requests.of(ledger, settings)
+    outcomes = list(asks.cancel(list(dict.fromkeys(chosen)), reason))
+    if sweep is not None:
+        done = {o.job_id for o in outcomes}
+        outcomes += [o for o in asks.cancel_sweep(sweep, reason) if o.job_id not in done]
     if as_json:
-        print(json.dumps({"jobs": [r for r, _ in results], "count": len(results)}))
+        print(json.dumps({"jobs": [outcome_json(o) for o in outcomes], "count": len(outcomes)}))
         return
-    if not results:
+    if not outcomes:
         out.print("No job matches; nothing cancelled.", markup=False)
-    for _, text in results:
-        out.print(text, markup=False)
-
-
-def _live_points(ledger: Ledger, sweep: str) -> list[str]:
-    from producer.commands.sweepview import sweep_points
-
-    ids = sweep_points(ledger, sweep)
-    live = {i.decode() for i in ledger.r.smembers(ledger.keys.active())}
-    return [i for i in ids if i in live]
+    for o in outcomes:
+        out.print(outcome_text(o), markup=False)
 
 
 def select(ledger: Ledger, run: str | None, states: Sequence[str], mine: bool) -> list[str]:
@@ -109,21 +106,17 @@ def select(ledger: Ledger, run: str | None, states: Sequence[str], mine: bool) -
     return find_matching(ledger.r, ledger.keys, ids, filters)
 
 
-def cancel_one(ledger: Ledger, job_id: str, reason: str) -> tuple[dict[str, str], str]:
-    """Cancel one job: (its `--json` object, its line of text)."""
-    from worker.states import TERMINAL
+def outcome_json(o: CancelOutcome) -> dict[str, str]:
+    return {"job_id": o.job_id, "state_before": o.state_before.value, "result": o.result}
 
-    before = ledger.get(job_id).state
-    if before in TERMINAL:
-        result = "already_over"
-        text = f"Job {job_id} is already {before.name}; nothing to cancel."
-    elif ledger.cancel(job_id, reason):
-        result = "cancelled"
-        text = f"Job {job_id} cancelled: no live runner held it and it held no session."
-    else:
-        result = "requested"
-        text = (
-            f"Cancel requested for job {job_id}; its runner (or the janitor's adopter, if its "
-            "runner is gone) stops the session and ends it."
-        )
-    return {"job_id": job_id, "state_before": before.value, "result": result}, text
+
+def outcome_text(o: CancelOutcome) -> str:
+    """What happened to one job, in one line."""
+    if o.result == "already_over":
+        return f"Job {o.job_id} is already {o.state_before.name}; nothing to cancel."
+    if o.result == "cancelled":
+        return f"Job {o.job_id} cancelled: no live runner held it and it held no session."
+    return (
+        f"Cancel requested for job {o.job_id}; its runner (or the janitor's adopter, if its "
+        "runner is gone) stops the session and ends it."
+    )

@@ -77,6 +77,7 @@ def clean(
     ledger = _connect(settings)
     facts = RunFacts(run, base, run_dirs, looked_at, find_run_jobs(ledger, run))
     # Cleaning cancels the run's jobs and deletes their results: under ACLs, one's own only.
+    from producer.ask import Requests
     from worker.people.guard import check_may_change
 
     check_may_change(ledger, [job.job_id for job in facts.jobs], "clean")
@@ -89,20 +90,18 @@ def clean(
             console.print(line, markup=False, soft_wrap=True)
 
     say(f"colabq clean {run}: {'cleaning up' if yes else 'dry run, nothing will be changed'}")
+    asks = Requests.of(ledger, settings)
     planners = build_planners(
         facts,
-        ledger,
+        asks,
         delete_remote=delete_remote,
         trackers=named,
         env=dict(os.environ),
         deleters=build_deleters(run, settings),
     )
     results = run_steps(planners, act=yes, run_name=run, say=say)
-    if yes:
-        from worker.records.events import note_action
-
-        for job in facts.jobs:
-            note_action(ledger, job.job_id, "clean", f"colabq clean {run}")
+    if yes and facts.jobs:
+        asks.note([job.job_id for job in facts.jobs], "clean", f"colabq clean {run}")
     summary = summarise(results, act=yes)
     if as_json:
         import json

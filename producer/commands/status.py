@@ -11,6 +11,7 @@ neither as `--json` nor empty imports rich; one job (`status JOB`) builds the wh
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shlex
 import time
@@ -65,7 +66,10 @@ SinceOpt = Annotated[
     str | None,
     typer.Option(help="Only jobs submitted in the last 2h, 3d... or since a date (2026-05-01)."),
 ]
-MineOpt = Annotated[bool, typer.Option("--mine", help="Only jobs you submitted from this host.")]
+MineOpt = Annotated[
+    bool,
+    typer.Option("--mine", help="Only your jobs: your Redis user's (your user@host without ACLs)."),
+]
 LimitOpt = Annotated[int, typer.Option(help="Jobs per page.")]
 PageOpt = Annotated[int, typer.Option(help="Which page, 1 being the newest jobs.")]
 WatchOpt = Annotated[
@@ -126,6 +130,8 @@ def status(
     args = _ListArgs.of(state or [], run, since, mine, limit, page)  # checked before connecting
     where = ledger_address()
     client = _client(where)
+    if mine:
+        args = dataclasses.replace(args, user=_submitter(where, client))
     if as_json:
         print(json.dumps(_list_json(where, client, args)))
     elif watch:
@@ -156,8 +162,7 @@ class _ListArgs:
 
         if since is not None:
             joblist.parse_since(since, time.time())
-        user = joblist.whoami() if mine else None
-        return cls(tuple(states), run, since, mine, limit, page, joblist.parse_states(states), user)
+        return cls(tuple(states), run, since, mine, limit, page, joblist.parse_states(states), None)
 
     def filters(self, now: float) -> Filters:
         """`--since 2h` slides with the clock of a live view."""
@@ -176,6 +181,14 @@ class _ListArgs:
         argv += ["--mine"] if self.mine else []
         argv += ["--limit", str(self.limit)] if self.limit != DEFAULT_LIMIT else []
         return shlex.join([*argv, "--page", str(self.page + 1)])
+
+
+def _submitter(where: LedgerAddress, client: Any) -> str:
+    """Who `--mine` means: the Redis user this client is (ACL WHOAMI), user@host without ACLs,
+    as the gate records a job's submitter."""
+    from worker.people.identity import identify
+
+    return _reading(where, lambda: identify(client).submitter)
 
 
 def _listing(where: LedgerAddress, client: Any, args: _ListArgs, now: float) -> Listing:

@@ -223,7 +223,7 @@ def submit(
     uv.lock current, and the tree clean (unless --waive dirty-tree).
     """
     from producer.code.ship import Shipping
-    from producer.submit_flow import build_specs, enqueue_points, points_of
+    from producer.submit_flow import build_specs, enqueue_points, points_of, resolve_points_after
     from producer.submit_report import print_enqueued, print_plan
 
     typed = {
@@ -236,13 +236,14 @@ def submit(
     settings = load_settings()
     # Redis first: a broker that is down is said before minutes of checks (a dry run needs none).
     ledger = None if dry_run else _connect(settings)
+    deps = resolve_points_after(points, ledger) if ledger is not None else []
     shipping = Shipping()
     specs = build_specs(points, settings, shipping, _voice(as_json=as_json)).specs
     if ledger is None:
         print_plan(points, specs, settings.queue_prefix, shipping, as_json=as_json)
         return
     shipping.stage(settings)  # every check passed: the snapshot goes where the VM fetches it
-    sent = enqueue_points(points, specs, settings, ledger)
+    sent = enqueue_points(points, specs, settings, ledger, deps)
     print_enqueued(
         points, specs, sent.results, sent.served, sent.warnings, settings.queue_prefix, ledger,
         shipping, as_json=as_json,

@@ -19,15 +19,12 @@ if TYPE_CHECKING:
 
 def sweep_points(ledger: Ledger, sweep_id: str) -> list[str]:
     """The sweep's job ids, oldest first; one line (UserInputError) for an unknown sweep."""
-    from worker.flow.sweeps import points_of
+    from worker.flow.sweeps import no_sweep, points_of
     from worker.records.ids import sweep_id as a_sweep_id
 
     ids = points_of(ledger.r, ledger.keys, sweep_id) if a_sweep_id(sweep_id) else []
     if not ids:
-        raise UserInputError(
-            f"No sweep {sweep_id!r}: `colabq submit` prints a sweep's id (sw..., also in its "
-            "--json as sweep); its points' records may have expired."
-        )
+        raise UserInputError(no_sweep(sweep_id))
     return ids
 
 

@@ -35,3 +35,18 @@ def client(settings: Settings, redis_client: redis.Redis, key_prefix: str) -> It
     for pattern in (f"{key_prefix}*", f"_kombu.binding.{key_prefix}*"):
         for key in redis_client.scan_iter(pattern):
             redis_client.delete(key)
+
+
+@pytest.fixture(autouse=True)
+def _gate(request: pytest.FixtureRequest) -> Iterator[None]:
+    """The gate (`tests.gatethread`) for a test on its own `settings`, where no worker serves
+    them (`fleet`'s worker runs the gate as a duty)."""
+    names = request.fixturenames
+    if "settings" not in names or "fleet" in names:
+        yield
+        return
+    from tests.gatethread import running_gate
+
+    settings: Settings = request.getfixturevalue("settings")
+    with running_gate(settings.model_copy(update={"gate_refresh_s": 0.2})):
+        yield

@@ -21,6 +21,7 @@ from colabq import (
     WaitTimeout,
 )
 from tests.cli.training_repo import GOOD_NAME, RISKY, make_repo
+from tests.gatethread import written
 from worker.settings import Settings
 
 
@@ -34,7 +35,7 @@ COMMON: Common = {"commit": "abc1234", "seconds_per_epoch": 600.0}
 
 
 def _keys(r: redis.Redis, prefix: str) -> list[bytes]:
-    return list(r.scan_iter(f"{prefix}*"))
+    return written(r, prefix)
 
 
 def _a_queued_job(client: Client, tmp_path: Path) -> str:

@@ -1,16 +1,16 @@
-"""People under Redis ACLs (issue 20), on the real Redis with ACL users made for the test (unique
-names, deleted afterwards) on the test's key and queue prefixes: alice submits through the CLI
-as herself; bob's `colabq cancel` of her job is refused in one line (exit 2), and the same write
-through his own bare redis-py connection is refused by Redis (NOPERM); an operator's cancel
-ends it; the history names who did what, from which host. Without ACLs nothing changes (the
-rest of the suite runs as the `default` user)."""
+"""People under Redis ACLs (issues 20 and 26), on the real Redis with ACL users made for the test
+(unique names, deleted afterwards) with the rules `colabq acl` prints, on the test's key and
+queue prefixes, and the gate (the test's, as the `default` service): alice submits through the
+CLI as herself; bob's `colabq cancel` of her job is refused in one line (exit 2), and his writes
+through his own bare redis-py connection are refused by Redis (NOPERM), as are alice's own to her
+job's record: users write only their requests; an operator's cancel ends it; the history names
+who did what, from which host. Without ACLs nothing changes (the rest of the suite runs as the
+`default` user)."""
 
 from __future__ import annotations
 
 import json
-import secrets
 import socket
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,47 +18,23 @@ import redis
 from typer.testing import CliRunner
 
 from producer.cli import app
+from tests.cli.aclpeople import (  # noqa: F401 (fixtures)
+    as_user,
+    gate_queue_prefix,
+    gate_settings_extra,
+    people,
+)
 from worker.metrics.ended import read_ended
-from worker.people.acl import Role, rules_for
 from worker.people.owners import owner_of
 from worker.records.ledger import Ledger
 from worker.states import JobState
 
 runner = CliRunner()
-PASSWORD = "pw-" + secrets.token_hex(8)
-
-
-@pytest.fixture
-def people(redis_client: redis.Redis, redis_url: str, key_prefix: str) -> Iterator[dict[str, str]]:
-    """name -> Redis URL, for alice and bob (users) and an operator, each with a unique name."""
-    tag = secrets.token_hex(3)
-    queue_prefix = f"{key_prefix}:q."
-    roles = {"alice": Role.USER, "bob": Role.USER, "ops": Role.OPERATOR}
-    names = {who: f"{who}-{tag}" for who in roles}
-    where = redis_url.split("://", 1)[1].rsplit("@", 1)[-1]  # host:port/db, without a login
-    for who, role in roles.items():
-        rules = rules_for(names[who], role, key_prefix, queue_prefix)
-        redis_client.execute_command("ACL", "SETUSER", names[who], "on", f">{PASSWORD}", *rules)
-    try:
-        yield {who: f"redis://{names[who]}:{PASSWORD}@{where}" for who in roles} | names_of(names)
-    finally:
-        for name in names.values():
-            redis_client.execute_command("ACL", "DELUSER", name)
-        for key in redis_client.scan_iter(f"_kombu.binding*.{queue_prefix}*"):
-            redis_client.delete(key)
-
-
-def names_of(names: dict[str, str]) -> dict[str, str]:
-    return {f"{who}_name": name for who, name in names.items()}
-
-
-def as_user(env: dict[str, str | None], url: str, key_prefix: str) -> dict[str, str | None]:
-    return {**env, "COLABQ_REDIS_URL": url, "COLABQ_QUEUE_PREFIX": f"{key_prefix}:q."}
 
 
 def test_only_the_owner_or_an_operator_cancels_a_job_and_redis_refuses_the_rest(
-    people: dict[str, str], env: dict[str, str | None], key_prefix: str, ledger: Ledger,
-    tmp_path: Path,
+    people: dict[str, str],  # noqa: F811
+    env: dict[str, str | None], key_prefix: str, ledger: Ledger, tmp_path: Path,
 ) -> None:  # fmt: skip
     script = tmp_path / "train.sh"
     script.write_text("echo hi\n")
@@ -86,16 +62,18 @@ def test_only_the_owner_or_an_operator_cancels_a_job_and_redis_refuses_the_rest(
     assert "belongs to" in refused.output and people["alice_name"] in refused.output
     assert ledger.get(job_id).state is JobState.QUEUED
 
-    bare = redis.Redis.from_url(people["bob"])
-    for write in (
-        lambda: bare.set(ledger.keys.cancel(job_id), "mallory was here"),
-        lambda: bare.hset(ledger.keys.job(job_id), "state", "cancelled"),
-        lambda: bare.rpush(ledger.keys.history(job_id), "{}"),
-        lambda: bare.delete(ledger.keys.log(job_id)),
-    ):
-        with pytest.raises(redis.exceptions.NoPermissionError):
-            write()
-    assert bare.hget(ledger.keys.job(job_id), "state") == b"queued"  # he may read it all
+    for who in ("bob", "alice"):  # not even her own record: her requests are the gate's to do
+        bare = redis.Redis.from_url(people[who])
+        for write in (
+            lambda: bare.set(ledger.keys.cancel(job_id), "mallory was here"),  # noqa: B023
+            lambda: bare.hset(ledger.keys.job(job_id), "state", "cancelled"),  # noqa: B023
+            lambda: bare.rpush(ledger.keys.history(job_id), "{}"),  # noqa: B023
+            lambda: bare.delete(ledger.keys.log(job_id)),  # noqa: B023
+            lambda: bare.lpush(f"{key_prefix}:q.gpu.t4", "{}"),  # noqa: B023
+        ):
+            with pytest.raises(redis.exceptions.NoPermissionError):
+                write()
+        assert bare.hget(ledger.keys.job(job_id), "state") == b"queued"  # they may read it all
     assert ledger.cancel_requested(job_id) is None
 
     done = runner.invoke(
@@ -120,11 +98,11 @@ def test_only_the_owner_or_an_operator_cancels_a_job_and_redis_refuses_the_rest(
 
 
 def test_a_user_cancels_her_own_queued_job_at_once(
-    people: dict[str, str], env: dict[str, str | None], key_prefix: str, ledger: Ledger,
-    tmp_path: Path,
+    people: dict[str, str],  # noqa: F811
+    env: dict[str, str | None], key_prefix: str, ledger: Ledger, tmp_path: Path,
 ) -> None:  # fmt: skip
     """The owner's own cancel of a job no runner holds ends it at once under her ACL rule too:
-    every key it writes is her job's or one her rule may write."""
+    the gate carries it out."""
     script = tmp_path / "train.sh"
     script.write_text("echo hi\n")
     (tmp_path / "store").mkdir()
@@ -143,8 +121,40 @@ def test_a_user_cancels_her_own_queued_job_at_once(
     assert json.loads(done.stdout)["jobs"][0]["result"] == "cancelled", done.output
     assert ledger.get(job_id).state is JobState.CANCELLED
     assert not ledger.r.exists(ledger.keys.lock(job_id))
-    # Counted for `colabq metrics` too: her rule may write the ended jobs' counters.
+    # Counted for `colabq metrics` too, by the gate that carried out her cancel.
     ended = read_ended(ledger.r.hgetall(ledger.keys.metrics_ended()))
     assert [(k[0], k[3], n) for k, n in ended.jobs.items()] == [
         ("cancelled", ledger.get(job_id).get("user"), 1)
     ]
+
+
+def test_mine_means_the_redis_user_not_the_machines_user(
+    people: dict[str, str],  # noqa: F811
+    env: dict[str, str | None], key_prefix: str, ledger: Ledger, tmp_path: Path,
+) -> None:  # fmt: skip
+    """alice and bob submit from one machine as one OS user: `status --mine` and `cancel
+    --mine` each see only the jobs of the Redis user they are."""
+    script = tmp_path / "train.sh"
+    script.write_text("echo hi\n")
+    (tmp_path / "store").mkdir()
+    jobs = {}
+    for who in ("alice", "bob"):
+        res = runner.invoke(
+            app,
+            ["submit", str(script), "--name", f"mine-{who}", "--local-store",
+             str(tmp_path / "store"), "--commit", "abc1234", "--json",
+             "--waive", "config-diff", "--waive", "paths", "--waive", "monitoring"],
+            env={**as_user(env, people[who], key_prefix), "USER": "shared", "LOGNAME": "shared"},
+        )  # fmt: skip
+        assert res.exit_code == 0, res.output
+        jobs[who] = json.loads(res.stdout)["jobs"][0]["job_id"]
+    for who in ("alice", "bob"):
+        me = as_user(env, people[who], key_prefix)
+        listed = runner.invoke(app, ["status", "--mine", "--json"], env=me)
+        assert listed.exit_code == 0, listed.output
+        assert [r["job_id"] for r in json.loads(listed.stdout)] == [jobs[who]], listed.stdout
+    done = runner.invoke(
+        app, ["cancel", "--mine", "--json"], env=as_user(env, people["alice"], key_prefix)
+    )
+    assert [j["job_id"] for j in json.loads(done.stdout)["jobs"]] == [jobs["alice"]]
+    assert ledger.get(jobs["bob"]).state is JobState.QUEUED

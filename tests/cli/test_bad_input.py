@@ -23,6 +23,8 @@ from typer.testing import CliRunner
 
 from producer.cli import app
 from tests.cli.training_repo import GOOD_NAME, QUIET_ENV, make_repo
+from tests.gatethread import running_gate, written
+from worker.settings import load_settings
 
 runner = CliRunner()
 
@@ -328,8 +330,10 @@ def snapshot(root: Path) -> dict[str, tuple[int, int]]:
 
 
 @pytest.fixture
-def redis_state(redis_client: redis.Redis, prefix: str) -> Iterator[redis.Redis]:
-    yield redis_client
+def redis_state(redis_client: redis.Redis, prefix: str, redis_url: str) -> Iterator[redis.Redis]:
+    settings = load_settings(redis_url=redis_url, key_prefix=prefix, queue_prefix=f"{prefix}.")
+    with running_gate(settings):
+        yield redis_client
     for key in redis_client.scan_iter(f"{prefix}*"):
         redis_client.delete(key)
 
@@ -392,7 +396,7 @@ def test_bad_input_is_one_line_exit_2_and_changes_nothing(
     assert lines[0].startswith("colabq: "), lines
     assert case.expect.lower() in lines[0].lower(), lines[0]
     assert "Traceback" not in result.output
-    assert not list(redis_state.scan_iter(f"{prefix}*")), "something was recorded or enqueued"
+    assert not written(redis_state, prefix), "something was recorded or enqueued"
     assert not (workdir / "store").exists(), "the local store was written"
     after = snapshot(workdir)
     changed = {p for p in before.keys() | after.keys() if before.get(p) != after.get(p)}

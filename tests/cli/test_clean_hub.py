@@ -40,6 +40,7 @@ def remote_files(hub: Hub) -> set[str]:
     return {f.path for f in hub.api().list_repo_tree(REPO, recursive=True) if hasattr(f, "size")}
 
 
+@pytest.mark.usefixtures("gate")
 def test_hub_prefix_deleted_only_with_both_flags(
     hub: Hub, ledger: Ledger, tmp_path: Path, redis_url: str, key_prefix: str
 ) -> None:

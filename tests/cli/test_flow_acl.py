@@ -1,7 +1,7 @@
-"""Sweeps and dependencies under Redis ACL users (issue 21): a user's sweep and its index live in
-their namespace; another user's `cancel --sweep` is refused in one line; an operator cancels
-every point; a job after one of them is made due by its dependency's end; an unknown --after
-is one line."""
+"""Sweeps and dependencies under Redis ACL users (issues 21 and 26), through the gate: a user's
+sweep id names its owner (its keys are the gate's to write, never in her namespace); another
+user's `cancel --sweep` is refused in one line; an operator cancels every point; a job after one
+of them is made due by its dependency's end; an unknown --after is one line."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from producer.cli import app
-from tests.cli.test_acl_users import as_user, people  # noqa: F401  (a fixture)
+from tests.cli.aclpeople import as_user, gate_queue_prefix, gate_settings_extra, people  # noqa: F401
 from worker.people.owners import owner_of
 from worker.records.ledger import Ledger
 from worker.states import JobState
@@ -39,6 +39,8 @@ def test_a_users_sweep_and_its_dependant_under_acls(
     doc = json.loads(swept.stdout)
     sweep, points = doc["sweep"], [j["job_id"] for j in doc["jobs"]]
     assert owner_of(sweep) == people["alice_name"]
+    assert ledger.r.exists(f"{key_prefix}:sweep:{sweep}:jobs")
+    assert not list(ledger.r.scan_iter(f"{key_prefix}:u:{people['alice_name']}:sweep*"))
     after = runner.invoke(
         app, ["submit", str(script), "--name", "mnist-acl-eval", "--after", points[0], *common],
         env=alice,
@@ -56,8 +58,6 @@ def test_a_users_sweep_and_its_dependant_under_acls(
     assert refused.exit_code == 2 and "belongs to" in refused.output, refused.output
     assert len(refused.output.strip().splitlines()) == 1
 
-    # An operator's, as in test_acl_users (a user's own cancel of an unheld job needs the shared
-    # leases set, which the user's rule does not grant yet).
     ops = as_user(env, people["ops"], key_prefix)
     done = runner.invoke(app, ["cancel", "--sweep", sweep, "--json"], env=ops)
     assert done.exit_code == 0, done.output

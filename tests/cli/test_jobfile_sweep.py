@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 
 from producer.cli import app
 from tests.cli.training_repo import GOOD_NAME, QUIET_ENV, RISKY, make_repo
+from tests.gatethread import written
 from worker.clock import SystemClock
 from worker.records.keys import Keys
 from worker.records.ledger import Ledger
@@ -146,7 +147,7 @@ def test_dry_run_prints_the_plan_and_changes_nothing(
     assert res.exit_code == 0, res.output
     assert "plan: 4 job(s)" in res.output and "nothing was enqueued" in res.output
     assert f"{GOOD_NAME}-seed1-l4" in res.output
-    assert not list(redis_client.scan_iter(f"{prefix}*"))
+    assert not written(redis_client, prefix)
 
 
 def test_one_point_refused_enqueues_none(
@@ -173,7 +174,7 @@ def test_a_failing_preflight_enqueues_no_point(
     res = runner.invoke(app, ["submit", str(path)], env=env)
     assert res.exit_code == 2
     assert "Pre-flight failed (config-diff)" in res.output
-    assert not list(redis_client.scan_iter(f"{prefix}*"))
+    assert not written(redis_client, prefix)
 
 
 def test_a_derived_name_that_fails_the_run_name_check_stops_the_sweep(
@@ -186,7 +187,7 @@ def test_a_derived_name_that_fails_the_run_name_check_stops_the_sweep(
     )  # fmt: skip
     assert res.exit_code == 2, res.output
     assert "run-name" in res.output
-    assert not list(redis_client.scan_iter(f"{prefix}*"))
+    assert not written(redis_client, prefix)
 
 
 def test_the_same_job_file_again_after_its_job_failed_is_a_new_linked_job(

@@ -19,9 +19,14 @@ OWNER = "owner-token"
 
 
 @pytest.fixture
-def qenv(env: dict[str, str | None], key_prefix: str) -> dict[str, str | None]:
+def gate_queue_prefix(key_prefix: str) -> str:
     # The new job's message goes to a queue under the test's key prefix (cleaned with it).
-    return {**env, "COLABQ_QUEUE_PREFIX": f"{key_prefix}:q."}
+    return f"{key_prefix}:q."
+
+
+@pytest.fixture
+def qenv(env: dict[str, str | None], gate_queue_prefix: str) -> dict[str, str | None]:
+    return {**env, "COLABQ_QUEUE_PREFIX": gate_queue_prefix}
 
 
 def ended(ledger: Ledger, *states: JobState) -> str:

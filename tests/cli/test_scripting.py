@@ -245,7 +245,8 @@ def test_stage_json_reports_the_upload(hub: Hub, tmp_path: Path) -> None:
 
 # --- every command ----------------------------------------------------------------------------
 
-SERVICES = {"worker", "beat", "flower", "notifier", "metrics"}  # long-running: no data to print
+# Long-running: no data to print.
+SERVICES = {"worker", "beat", "flower", "notifier", "metrics", "gate"}
 
 
 def test_every_command_but_the_services_has_json() -> None:

@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 from producer.cli import app
 from tests.cli.code_repo import PIN, UV_ENV, code_repo, commit_all, git, tree_files
 from tests.cli.training_repo import GOOD_NAME
+from tests.gatethread import written
 from worker.records.ledger import Ledger
 
 runner = CliRunner()
@@ -52,7 +53,7 @@ def assert_refused(result, redis_client: redis.Redis, key_prefix: str, queued: i
     assert "Traceback" not in result.output
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, lines
-    assert not list(redis_client.scan_iter(f"{key_prefix}:*"))
+    assert not written(redis_client, key_prefix)
     assert redis_client.llen(QUEUE) == queued
     return str(lines[0])
 
@@ -204,7 +205,7 @@ def test_a_dry_run_shows_what_the_vm_fetches_and_runs(
     assert f"code: the VM downloads {uri} ({files} files, " in snapshot.output
     assert "staged when submitted" in snapshot.output
     assert not (tmp_path / "store").exists()  # a dry run stages nothing
-    assert not list(queue.scan_iter(f"{key_prefix}:*"))
+    assert not written(queue, key_prefix)
 
 
 def test_a_named_config_without_code_is_refused_in_one_line_saying_how_to_ship_it(

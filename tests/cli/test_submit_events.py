@@ -1,4 +1,5 @@
-"""A sweep's `task-sent` events (Flower's PENDING rows) arrive, one per job, in one message."""
+"""A sweep's `task-sent` events (Flower's PENDING rows) arrive, one per job, in one message
+published by the gate that sends the sweep's messages."""
 
 from __future__ import annotations
 
@@ -12,9 +13,10 @@ import pytest
 import redis
 
 from producer.submit import SubmitRequest, build_spec, enqueue_many
+from tests.gatethread import running_gate
 from worker.celery_app import build_app
 from worker.records.ledger import Ledger
-from worker.settings import Settings
+from worker.settings import Settings, load_settings
 
 pytestmark = pytest.mark.integration
 
@@ -57,10 +59,13 @@ def test_a_batch_sends_every_task_sent_event_in_one_publish(
             publishes.append(str(channel))
             return real(self, channel, message, **kw)
 
-        monkeypatch.setattr(redis.Redis, "publish", counted)
-        done = enqueue_many(specs, ledger, app, ledger.keys.prefix + ".")
-        listening.join(20)
+        prefix = ledger.keys.prefix
+        settings = load_settings(redis_url=redis_url, key_prefix=prefix, queue_prefix=prefix + ".")
+        with running_gate(settings):
+            monkeypatch.setattr(redis.Redis, "publish", counted)
+            done = enqueue_many(specs, ledger).jobs
+            listening.join(20)
     assert [e.created for e in done] == [True, True, True]
-    assert sorted(e["uuid"] for e in seen) == sorted(s.job_id for s in specs)
+    assert sorted(e["uuid"] for e in seen) == sorted(e.job_id for e in done)
     assert {e["queue"] for e in seen} == {ledger.keys.prefix + ".gpu.t4"}
     assert len([c for c in publishes if "celeryev" in c]) == 1, publishes

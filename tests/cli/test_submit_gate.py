@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 
 from producer.cli import app
 from tests.cli.training_repo import GOOD_NAME, QUIET_ENV, RISKY, make_repo
+from tests.gatethread import written
 from worker.clock import SystemClock
 from worker.records.keys import Keys
 from worker.records.ledger import Ledger
@@ -74,7 +75,7 @@ def test_a_failing_check_enqueues_nothing(
     last = result.output.strip().splitlines()[-1]
     assert last.startswith("colabq: Pre-flight failed (config-diff)")
     assert "--waive config-diff" in last
-    assert not list(redis_client.scan_iter(f"{key_prefix}:*"))
+    assert not written(redis_client, key_prefix)
     assert redis_client.llen(QUEUE) == before
 
     as_json = submit(repo, env, "--name", GOOD_NAME, "--json")
@@ -82,7 +83,7 @@ def test_a_failing_check_enqueues_nothing(
     report = json.loads(as_json.stdout)  # the report as data; the one line goes to stderr
     assert report["ok"] is False and report["submit_command"] is None
     assert "Pre-flight failed (config-diff)" in as_json.stderr
-    assert not list(redis_client.scan_iter(f"{key_prefix}:*"))
+    assert not written(redis_client, key_prefix)
     assert redis_client.llen(QUEUE) == before
 
 
@@ -132,7 +133,7 @@ def test_an_unknown_waiver_is_one_line_and_enqueues_nothing(
     assert result.exit_code == 2
     lines = [ln for ln in result.output.splitlines() if ln.strip()]
     assert len(lines) == 1 and "--waive 'config_diff': no pre-flight check" in lines[0]
-    assert not list(redis_client.scan_iter(f"{key_prefix}:*"))
+    assert not written(redis_client, key_prefix)
 
 
 def test_the_command_printed_by_preflight_enqueues_the_job(

@@ -10,6 +10,7 @@ import redis
 from typer.testing import CliRunner
 
 from producer.cli import app
+from tests.gatethread import written
 from tests.hub import conftest as hub_conftest
 from tests.hub.conftest import Hub
 
@@ -46,11 +47,12 @@ def test_unsafe_output_repo_fails_preflight_and_enqueues_nothing(
     result = submit(hub, tmp_path, redis_url, key_prefix, token, repo)
     assert result.exit_code == 2, result.output
     assert "Pre-flight failed (output-repo)" in result.output
-    assert not list(redis_client.scan_iter(f"{key_prefix}:*"))
+    assert not written(redis_client, key_prefix)
     assert redis_client.llen("gpu.t4") == before
     assert token not in result.output
 
 
+@pytest.mark.usefixtures("gate")
 def test_private_writable_repo_is_created_and_the_job_enqueued(
     hub: Hub, tmp_path: Path, redis_url: str, key_prefix: str, redis_client: redis.Redis
 ) -> None:

@@ -9,6 +9,7 @@ import redis
 from typer.testing import CliRunner
 
 from producer.cli import app
+from tests.gatethread import written
 
 runner = CliRunner()
 
@@ -73,7 +74,7 @@ def test_malformed_job_is_refused_and_nothing_is_enqueued(
     assert len(lines) == 1 and lines[0].startswith("colabq: "), result.output
     assert expect in lines[0]
     assert "Traceback" not in result.output
-    assert not list(redis_client.scan_iter(f"{key_prefix}:*"))
+    assert not written(redis_client, key_prefix)
     assert _queued_messages(redis_client) == before
 
 
@@ -88,7 +89,7 @@ def test_script_over_one_mib_is_refused(
     )  # fmt: skip
     assert result.exit_code == 2
     assert "1 MiB" in result.output
-    assert not list(redis_client.scan_iter(f"{key_prefix}:*"))
+    assert not written(redis_client, key_prefix)
 
 
 def test_unreachable_redis_is_one_line_exit_3(good_script: Path, tmp_path: Path) -> None:

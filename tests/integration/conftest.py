@@ -24,6 +24,7 @@ from ops.chaos.env import (
     job_share,
     kill_processes_mentioning,
 )
+from producer.ask import wait_for_gate
 from worker.deps import build_ledger
 from worker.records.ledger import Ledger
 from worker.records.redisconn import client as redis_client
@@ -197,6 +198,9 @@ def fleet(
     env = fleet_env(redis_url, tmp_path, prefix, fleet_env_extra)
     proc = start_worker(env, tmp_path / "worker.log")
     ledger = build_ledger(load_settings(redis_url=redis_url, key_prefix=prefix))
+    # The worker's gate duty serves the test's requests (submit, cancel...) once it holds the
+    # gate's lease, taken as the worker comes up.
+    assert wait_for_gate(ledger, 60), "the worker's gate never took its lease"
     fleet = Fleet(env, ledger, tmp_path, proc)
     try:
         yield fleet

@@ -46,14 +46,15 @@ class AccountB:
     procs: list[subprocess.Popen[bytes]] = dataclasses.field(default_factory=list)
 
     def host(self, name: str, **extra: str) -> dict[str, str]:
-        """Another machine logged in as account B (its own HOME and state dir), on B's queue."""
-        env = {**self.fleet.other_host(name), "COLAB_EMU_HOME": self.home,
-               "COLABQ_QUEUE_PREFIX": f"{self.fleet.env['COLABQ_KEY_PREFIX']}.b."}  # fmt: skip
+        """Another machine logged in as account B (its own HOME and state dir); the
+        deployment's settings otherwise (one queue prefix: the gate sends every job)."""
+        env = {**self.fleet.other_host(name), "COLAB_EMU_HOME": self.home}
         env.pop("COLABQ_ACCOUNT")  # account A's setting
         return {**env, **extra}
 
     def start(self, env: dict[str, str], name: str) -> subprocess.Popen[bytes]:
-        proc = start_worker(env, self.fleet.root / f"worker-{name}.log")
+        """A worker of B serving L4 (A's serves T4: a job asking for L4 runs on B)."""
+        proc = start_worker(env, self.fleet.root / f"worker-{name}.log", gpu="l4")
         self.procs.append(proc)
         return proc
 
@@ -98,7 +99,7 @@ def test_only_a_host_of_the_jobs_account_acts_on_its_vm(fleet: Fleet, account_b:
     host_b = account_b.host("hostb", COLABQ_ACCOUNT=B, COLABQ_JANITOR_INTERVAL_S="60")
     proc_b = account_b.start(host_b, "b")
     on_b = dataclasses.replace(fleet, env=host_b, proc=proc_b)
-    job_id = submit(on_b, script, "--max-restarts", "1")
+    job_id = submit(on_b, script, "--max-restarts", "1", "--gpu", "L4")
     try:
         wait_for(lambda: any(ln.startswith("cwd=") for ln in fleet.output(job_id)),
                  "the job waiting for its go")  # fmt: skip

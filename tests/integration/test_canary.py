@@ -21,8 +21,6 @@ from producer.submit import enqueue
 from tests.factories import make_spec
 from tests.gitremote import GitHttpServer, git_http_server, make_remote
 from tests.integration.conftest import Fleet
-from worker.celery_app import build_app
-from worker.settings import load_settings
 from worker.spec import ArtifactDest, CodeSpec
 from worker.states import JobState
 
@@ -172,10 +170,6 @@ def test_code_not_fetchable_fails_before_allocation_and_the_git_credential_stays
     each job FAILED with one line saying what to do, nothing allocated, and the credential
     (offered to the remote: it was used) nowhere else."""
     remote = make_remote(git_server.root)
-    settings = load_settings(
-        redis_url=fleet.env["COLABQ_REDIS_URL"], key_prefix=fleet.env["COLABQ_KEY_PREFIX"],
-        queue_prefix=fleet.env["COLABQ_QUEUE_PREFIX"],
-    )  # fmt: skip
     store = ArtifactDest(kind="local", repo=str(fleet.root / "store"), prefix="runs")
     cases = {
         "not-pushed": CodeSpec(mode="git", commit=remote.unpushed, remote=remote.url),
@@ -190,9 +184,7 @@ def test_code_not_fetchable_fails_before_allocation_and_the_git_credential_stays
                 code=code, commit=code.commit, artifact=store.model_copy(update={"prefix": name}),
                 run_name=f"code-{name}",
             )  # fmt: skip
-            jobs[name] = enqueue(
-                spec, fleet.ledger, build_app(settings), settings.queue_prefix
-            ).job_id
+            jobs[name] = enqueue(spec, fleet.ledger).job_id
         for job_id in jobs.values():
             assert fleet.wait_terminal(job_id) is JobState.FAILED, fleet.ledger.get(job_id).reason
     assert fleet.billing() == []  # no `colab new`, for either
@@ -224,10 +216,6 @@ def test_the_git_credential_reaches_the_vm_as_a_file_and_is_gone_after_the_fetch
     environment, no log, no Redis value and no file but the host's own holds it: the VM's copy
     was a file git alone read, deleted once the fetch was over."""
     remote = make_remote(git_server_ok.root)
-    settings = load_settings(
-        redis_url=fleet.env["COLABQ_REDIS_URL"], key_prefix=fleet.env["COLABQ_KEY_PREFIX"],
-        queue_prefix=fleet.env["COLABQ_QUEUE_PREFIX"],
-    )  # fmt: skip
     code = CodeSpec(mode="git", commit=remote.pushed, remote=git_server_ok.url(remote.bare.name))
     spec = make_spec(
         code=code, commit=code.commit, run_name="code-private",
@@ -235,7 +223,7 @@ def test_the_git_credential_reaches_the_vm_as_a_file_and_is_gone_after_the_fetch
         script='echo "head: $(git rev-parse HEAD)"\necho "in env: $(env | grep -c ghp_ || true)"\n',
     )  # fmt: skip
     with ProcScanner(GIT_CANARY) as scan:
-        job_id = enqueue(spec, fleet.ledger, build_app(settings), settings.queue_prefix).job_id
+        job_id = enqueue(spec, fleet.ledger).job_id
         assert fleet.wait_terminal(job_id) is JobState.SUCCEEDED, fleet.ledger.get(job_id).reason
     assert f"head: {remote.pushed}" in fleet.output(job_id) and "in env: 0" in fleet.output(job_id)
     assert scan.samples > 5 and scan.hits == {}  # no argv, no environment

@@ -17,8 +17,6 @@ from ops.uvproject import UvProject, build_uv_project, commit_all, snapshot_arch
 from producer.submit import enqueue
 from tests.factories import make_spec
 from tests.integration.conftest import Fleet
-from worker.celery_app import build_app
-from worker.settings import load_settings
 from worker.spec import ArtifactDest, CodeSpec
 from worker.states import JobState
 
@@ -34,16 +32,12 @@ python train.py
 
 
 def submit(fleet: Fleet, code: CodeSpec, name: str) -> str:
-    settings = load_settings(
-        redis_url=fleet.env["COLABQ_REDIS_URL"], key_prefix=fleet.env["COLABQ_KEY_PREFIX"],
-        queue_prefix=fleet.env["COLABQ_QUEUE_PREFIX"],
-    )  # fmt: skip
     spec = make_spec(
         code=code, commit=code.commit, script=WHERE, run_name=f"uv-{name}", env=OFFLINE,
         artifact=ArtifactDest(kind="local", repo=str(fleet.root / "store"), prefix=name),
         sync_paths=("out",), expected_artifacts=("out",),
     )  # fmt: skip
-    return enqueue(spec, fleet.ledger, build_app(settings), settings.queue_prefix).job_id
+    return enqueue(spec, fleet.ledger).job_id
 
 
 def report(fleet: Fleet, job_id: str) -> dict[str, Any]:

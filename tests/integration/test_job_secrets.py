@@ -25,9 +25,8 @@ from tests.hub import conftest as hub_conftest
 from tests.hub.conftest import Hub, worker_hub_env
 from tests.integration.conftest import Fleet
 from tests.integration.test_canary import ProcScanner
-from worker.celery_app import build_app
-from worker.settings import load_settings
-from worker.spec import ArtifactDest, CodeSpec
+from worker.errors import UserInputError
+from worker.spec import ArtifactDest, CodeSpec, JobSpec
 from worker.states import JobState
 
 _client_env = hub_conftest._client_env
@@ -129,27 +128,27 @@ def fleet_env_extra(hub: Hub, tmp_path_factory: pytest.TempPathFactory) -> Itera
 Run = tuple[dict[str, str], dict[str, JobState], dict[str, str]]  # ids, ends, outputs
 
 
+def canary_spec(root: Path, name: str, asked: tuple[str, ...], dest: ArtifactDest) -> JobSpec:
+    """A job as USER submits it: a `code: git` job (the git credential goes to the VM) that
+    hunts the canaries, with its secrets and destination."""
+    remote = make_remote(root / "git" / name)
+    code = CodeSpec(mode="git", commit=remote.pushed, remote=str(remote.bare))
+    return make_spec(
+        script=SEEK, run_name=f"canary-{name}", secrets=asked, sync_paths=("out",),
+        sync_interval_s=1.0, submitted_by=f"{USER}@laptop", code=code, commit=code.commit,
+        artifact=dest.model_copy(update={"prefix": name}),
+        env={f"SEEK_{w.upper()}": c[::-1] for w, c in CANARIES.items()},
+    )  # fmt: skip
+
+
 def run_jobs(
     fleet: Fleet, root: Path, jobs: dict[str, tuple[tuple[str, ...], ArtifactDest]]
 ) -> Run:
-    """Each job (name -> its secrets and destination) as USER submits it, a `code: git` job (the
-    git credential goes to the VM), to its terminal state."""
-    settings = load_settings(
-        redis_url=fleet.env["COLABQ_REDIS_URL"], key_prefix=fleet.env["COLABQ_KEY_PREFIX"],
-        queue_prefix=fleet.env["COLABQ_QUEUE_PREFIX"],
-    )  # fmt: skip
-    app = build_app(settings)
-    remote = make_remote(root / "git")
-    code = CodeSpec(mode="git", commit=remote.pushed, remote=str(remote.bare))
+    """Each job (name -> its secrets and destination) submitted through the worker's gate, to
+    its terminal state."""
     ids = {}
     for name, (asked, dest) in jobs.items():
-        spec = make_spec(
-            script=SEEK, run_name=f"canary-{name}", secrets=asked, sync_paths=("out",),
-            sync_interval_s=1.0, submitted_by=f"{USER}@laptop", code=code, commit=code.commit,
-            artifact=dest.model_copy(update={"prefix": name}),
-            env={f"SEEK_{w.upper()}": c[::-1] for w, c in CANARIES.items()},
-        )  # fmt: skip
-        ids[name] = enqueue(spec, fleet.ledger, app, settings.queue_prefix).job_id
+        ids[name] = enqueue(canary_spec(root, name, asked, dest), fleet.ledger).job_id
     ends = {name: fleet.wait_terminal(job_id, timeout_s=100) for name, job_id in ids.items()}
     return ids, ends, {name: "\n".join(fleet.output(job_id)) for name, job_id in ids.items()}
 
@@ -194,16 +193,17 @@ def test_the_job_finds_no_token_unless_it_asks_and_then_only_its_users(
 def test_a_hub_job_gets_its_destinations_token_and_never_another_users(
     fleet: Fleet, hub: Hub, tmp_path: Path
 ) -> None:
-    jobs = {
-        "hub": (("hf_token",), ArtifactDest(kind="hf", repo=SHARED)),
-        "steals": (("hf_token",), ArtifactDest(kind="hf", repo=OTHERS)),
-    }
-    ids, ends, out = run_jobs(fleet, tmp_path, jobs)
+    ids, _, out = run_jobs(
+        fleet, tmp_path, {"hub": (("hf_token",), ArtifactDest(kind="hf", repo=SHARED))}
+    )
     found_one(fleet, ids["hub"], out["hub"], "dest")
     assert "hub/out/r.txt" in hub.api().list_repo_files(SHARED)
-    # Another user's repo: refused before anything was allocated, in one line.
-    steals = fleet.ledger.get(ids["steals"])
-    assert ends["steals"] is JobState.FAILED and "\n" not in steals.reason
-    assert f"hf:{OTHERS} is not {USER}'s to use" in steals.reason, steals.reason
-    assert steals.get("endpoint") is None
+    # Another user's repo: refused by the gate, in one line, before anything was recorded
+    # (the worker checks again before allocation: tests/unit/test_runner_before_allocation.py).
+    steals = canary_spec(tmp_path, "steals", ("hf_token",), ArtifactDest(kind="hf", repo=OTHERS))
+    with pytest.raises(UserInputError) as refused:
+        enqueue(steals, fleet.ledger)
+    assert f"hf:{OTHERS} is not {USER}'s to use" in str(refused.value), refused.value
+    assert "\n" not in str(refused.value)
+    assert fleet.ledger.r.zcard(fleet.ledger.keys.jobs()) == 1  # the hub job alone
     no_canary_logged(fleet, ids)

@@ -19,8 +19,8 @@ import redis
 from typer.testing import CliRunner
 
 from producer.cli import app
+from tests.integration.aclfleet import TAG, fleet_env_extra, users  # noqa: F401
 from tests.integration.conftest import Fleet, start_worker, stop_worker
-from tests.integration.test_acl_fleet import TAG, fleet_env_extra, users  # noqa: F401
 from tests.integration.test_run_on_vm import RUN, WAIVE, wait_for
 from worker.people.acl import Role, rules_for
 from worker.quota.periods import periods_at

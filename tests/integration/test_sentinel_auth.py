@@ -67,8 +67,10 @@ def redis_url(cluster: SentinelCluster, monkeypatch: pytest.MonkeyPatch) -> str:
 
 
 @pytest.fixture
-def fleet_env_extra(cluster: SentinelCluster) -> dict[str, str]:
-    return cluster.env()
+def fleet_env_extra(cluster: SentinelCluster, tmp_path: Path) -> dict[str, str]:
+    # The worker's gate opens the test's folder to ACL users' local stores (no other folder is
+    # open under ACLs: `worker.people.destinations`).
+    return {**cluster.env(), "COLABQ_LOCAL_STORE_ROOT": str(tmp_path)}
 
 
 def passwords(cluster: SentinelCluster) -> list[str]:

@@ -25,9 +25,7 @@ from tests.gitremote import FakeSsh, canary_key, fake_ssh, make_remote
 from tests.integration import test_flower
 from tests.integration.conftest import Fleet
 from tests.integration.test_canary import ProcScanner, redis_values
-from worker.celery_app import build_app
 from worker.records.fleet import live_workers
-from worker.settings import load_settings
 from worker.spec import ArtifactDest, CodeSpec
 from worker.states import JobState
 
@@ -62,10 +60,6 @@ def fleet_env_extra(forge: Forge) -> dict[str, str]:
 def test_an_ssh_remote_is_fetched_with_the_deploy_key_alone_and_the_key_is_nowhere_else(
     fleet: Fleet, forge: Forge, flower: str, redis_client: redis.Redis
 ) -> None:
-    settings = load_settings(
-        redis_url=fleet.env["COLABQ_REDIS_URL"], key_prefix=fleet.env["COLABQ_KEY_PREFIX"],
-        queue_prefix=fleet.env["COLABQ_QUEUE_PREFIX"],
-    )  # fmt: skip
     [card] = live_workers(fleet.ledger.r, fleet.ledger.keys)
     assert card.git_ssh_key is True and card.git_hosts == ()
     code = CodeSpec(mode="git", commit=forge.commit, remote=REMOTE)
@@ -75,7 +69,7 @@ def test_an_ssh_remote_is_fetched_with_the_deploy_key_alone_and_the_key_is_nowhe
         script='echo "head: $(git rev-parse HEAD)"\n',
     )  # fmt: skip
     with ProcScanner(forge.needle) as scan:
-        job_id = enqueue(spec, fleet.ledger, build_app(settings), settings.queue_prefix).job_id
+        job_id = enqueue(spec, fleet.ledger).job_id
         assert fleet.wait_terminal(job_id) is JobState.SUCCEEDED, fleet.ledger.get(job_id).reason
     assert f"head: {forge.commit}" in fleet.output(job_id)
 

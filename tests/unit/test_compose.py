@@ -28,7 +28,7 @@ MONITORING = ("prometheus", "grafana")
 
 
 def test_services_present(compose: dict) -> None:
-    assert set(compose["services"]) == {"redis", *WORKERS, "beat", "flower", "notifier",
+    assert set(compose["services"]) == {"redis", *WORKERS, "beat", "gate", "flower", "notifier",
                                         "metrics", *MONITORING}  # fmt: skip
     # Only when asked for: a deployment without notifications starts as before.
     assert compose["services"]["notifier"]["profiles"] == ["notify"]
@@ -58,7 +58,7 @@ def test_exactly_one_beat_and_scalable_workers(compose: dict) -> None:
 
 def test_everything_waits_for_a_healthy_redis(compose: dict) -> None:
     assert "healthcheck" in compose["services"]["redis"]
-    for name in (*WORKERS, "beat", "flower", "notifier", "metrics"):
+    for name in (*WORKERS, "beat", "gate", "flower", "notifier", "metrics"):
         dep = compose["services"][name]["depends_on"]["redis"]
         assert dep["condition"] == "service_healthy", name
 
@@ -73,7 +73,7 @@ def test_no_secret_in_environment(compose: dict) -> None:
 
 def test_commands_exist(compose: dict) -> None:
     names = set(get_command(app).commands)  # type: ignore[attr-defined]
-    for svc in (*WORKERS, "beat", "flower", "notifier", "metrics"):
+    for svc in (*WORKERS, "beat", "gate", "flower", "notifier", "metrics"):
         cmd = compose["services"][svc]["command"]
         assert cmd[0] == "colabq" and cmd[1] in names, cmd
     assert compose["services"]["flower"]["command"][:2] == ["colabq", "flower"]

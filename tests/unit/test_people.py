@@ -13,11 +13,11 @@ from worker.clock import FakeClock
 from worker.errors import ConfigError, UserInputError
 from worker.people.acl import Role, rules_for, setuser_command
 from worker.people.identity import Identity, identify
-from worker.people.owners import is_mine, new_job_id, owned, owner_of
+from worker.people.owners import is_mine, new_job_id, owner_of
 from worker.records.claim import Claim, claim_and_start
 from worker.records.keys import Keys
 from worker.records.ledger import Ledger
-from worker.spec import decode_spec, encode_spec
+from worker.spec import JobSpec, decode_spec, encode_spec
 from worker.states import JobState
 
 ALICE = Identity("alice", "laptop", "al")
@@ -31,14 +31,17 @@ def test_an_owned_job_id_names_its_owner_and_a_plain_one_none() -> None:
     assert re.fullmatch(r"[0-9a-f]{16}", plain) and owner_of(plain) is None
 
 
-def test_without_acls_a_spec_is_submitted_as_it_is_and_everyone_may_change_every_job() -> None:
-    spec = make_spec(submitted_by="al@laptop")
-    assert owned(spec, NO_ACL) is spec
+def test_without_acls_everyone_may_change_every_job() -> None:
     assert is_mine(NO_ACL, new_job_id("bob")) and is_mine(NO_ACL, new_job_id(None))
 
 
-def test_under_acls_a_spec_goes_into_the_users_namespace_and_round_trips_byte_for_byte() -> None:
-    spec = owned(make_spec(submitted_by="mallory@x"), ALICE)
+def owned(**fields: object) -> JobSpec:
+    """A spec as the gate makes it for alice (`worker.gate.ops`): in her namespace."""
+    return make_spec(job_id=new_job_id("alice"), submitted_by="alice", **fields)
+
+
+def test_an_owned_spec_round_trips_byte_for_byte() -> None:
+    spec = owned()
     assert owner_of(spec.job_id) == "alice" and spec.submitted_by == "alice"
     # The claim compares the message's spec with the record's byte for byte: a resend
     # (decoded, then encoded again) must be the same bytes.
@@ -47,14 +50,16 @@ def test_under_acls_a_spec_goes_into_the_users_namespace_and_round_trips_byte_fo
     assert not is_mine(ALICE, new_job_id(None))
 
 
-def test_a_users_rule_writes_only_its_own_jobs_and_reads_all() -> None:
+def test_a_users_rule_reads_all_and_writes_only_their_own_requests() -> None:
     rules = rules_for("alice", Role.USER, "cq", "cq:q.")
-    assert "%R~cq:*" in rules
-    assert {"~cq:job:*.alice", "~cq:job:*.alice:*", "~cq:u:alice:*", "~cq:q.gpu.*"} <= set(rules)
-    assert "~*" not in rules and "&*" not in rules
-    assert not [r for r in rules if r.startswith("~cq:job:") and "alice" not in r]
+    keys = [r for r in rules if "~" in r]
+    assert keys == ["%R~cq:*", "%R~cq:q.gpu.*", "~cq:u:alice:*"]
+    assert not [r for r in rules if r.startswith("&")]  # no channel: resetchannels alone
+    assert "resetchannels" in rules and "+acl|users" not in rules
     for role in (Role.OPERATOR, Role.SERVICE):
-        assert {"~*", "&*"} <= set(rules_for("ops", role, "cq", ""))
+        wide = rules_for("ops", role, "cq", "")
+        assert {"~*", "&*", "+acl|users", "+acl|dryrun"} <= set(wide)
+        assert "+acl|getuser" not in wide  # it shows every user's password hash
     assert setuser_command("alice", Role.USER, "cq", "").startswith("ACL SETUSER alice resetkeys")
 
 
@@ -105,7 +110,7 @@ def test_every_history_entry_names_its_actor_and_host_and_a_cancel_request_is_on
 
 def test_a_message_for_an_owned_job_runs_only_with_the_spec_its_owner_recorded() -> None:
     ledger = Ledger(fakeredis.FakeRedis(), FakeClock(100.0), Keys("cq"), log_maxlen=100)
-    spec = owned(make_spec(), ALICE)
+    spec = owned()
     job_id, _ = ledger.create(spec)
     forged = spec.model_copy(update={"script": "cat $HF_TOKEN_PATH\n"})
     args = {"ttl_s": 60, "worker": "w1", "owner_host": "h", "nonce": "n", "wall_deadline_at": 1e9}

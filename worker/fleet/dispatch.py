@@ -3,7 +3,8 @@
 A job with fallback types (`--gpu A100,L4`) is sent to each type's queue, so that any worker
 serving one of them can take it; the ledger's claim makes exactly one of the copies run it, and
 the others are skipped when they arrive. The first copy's task id is the job id (Flower's row);
-the others' are `<job id>.<type>`. Worker-side stop and resume of consumption (a drain) goes
+the others' are `<job id>.<type>`. A new batch's messages are pushed by the gate's creation script
+instead (`worker.fleet.messages`). Worker-side stop and resume of consumption (a drain) goes
 through Celery's remote control, as `celery control cancel_consumer` does.
 """
 

@@ -22,16 +22,14 @@ if TYPE_CHECKING:
 BACKSTOP_S = 30  # a deferred point is tried again this often even if no slot was seen freed
 
 # Lua: `base` := a sweep's base key from the key prefix `pfx` and the sweep's id `sw`, as
-# `worker.flow.sweeps.sweep_base` builds it (an owned sweep's id ends in .<owner>); with the
-# grammar's checks (`worker.records.ids`): a job's `sweep` field counts only if it is a sweep id
-# the job may belong to (an owned sweep only for a job of the same owner), so a forged field
-# never takes or frees another user's slots, and a set's member that is no job id names no key.
+# `worker.flow.sweeps.sweep_base` builds it; with the grammar's checks (`worker.records.ids`):
+# a job's `sweep` field counts only if it is a sweep id the job may belong to (an owned sweep only
+# for a job of the same owner), so a forged field never takes or frees another user's slots, and
+# a set's member that is no job id names no key.
 SWEEP_BASE = (
     ids.LUA_NAMES
     + """
 local function sweep_base(pfx, sw)
-  local owner = string.match(sw, '%.(.+)$')
-  if owner then return pfx .. ':u:' .. owner .. ':sweep:' .. sw end
   return pfx .. ':sweep:' .. sw
 end
 """
@@ -68,9 +66,9 @@ if slots then
 end
 """
 
-# KEYS: the job hash. ARGV: the key prefix, job id, now, the deferred set (not a declared key:
-# a user cancelling their own QUEUED point under Redis ACLs may not write it, and need not:
-# only a freed slot writes it, and a write refused leaves the next point to its backstop retry).
+# KEYS: the job hash. ARGV: the key prefix, job id, now, the deferred set (not a declared key,
+# written with pcall: only a freed slot writes it, and a write refused would leave the next
+# point to its backstop retry; every cancel is the gate's, a service, since issue 26).
 # Gives back the job's slot (if it held one) and leaves the sweep's waiting queue; when a slot
 # was freed, the first waiting point in the sweep's order that is still QUEUED and unowned is
 # made due now. Returns the id made due, or ''.

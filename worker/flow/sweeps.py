@@ -3,8 +3,8 @@
 Every sweep gets an id at submit (`sw` and 12 hex digits, then `.<owner>` under Redis ACLs, as a
 job id: `worker.people`). The creation script (`worker.records.create`) records it on each
 point's record (field `sweep`) and adds each point to the sweep's set of jobs, in the same
-atomic step. An owned sweep's keys live in its owner's namespace (`<prefix>:u:<owner>:...`),
-which the owner's ACL rule lets them write; a plain one's under `<prefix>:sweep:`.
+atomic step. Its keys are `<prefix>:sweep:<id>...`, written by the gate and the services only (an
+owned sweep's id names its owner, as a job's does), never in a user's own namespace.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import secrets
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from worker.people.owners import SEPARATOR, owner_of
+from worker.people.owners import SEPARATOR
 from worker.records import ids
 
 if TYPE_CHECKING:
@@ -37,9 +37,6 @@ def new_sweep_id(owner: str | None) -> str:
 
 def sweep_base(keys: Keys, sweep_id: str) -> str:
     """Hash: the sweep's settings (max_parallel, created_at). Its other keys append to it."""
-    owner = owner_of(sweep_id)
-    if owner:
-        return f"{keys.prefix}:u:{owner}:sweep:{sweep_id}"
     return f"{keys.prefix}:sweep:{sweep_id}"
 
 
@@ -51,6 +48,14 @@ def sweep_jobs(keys: Keys, sweep_id: str) -> str:
 def sweep_running(keys: Keys, sweep_id: str) -> str:
     """Set: the points that hold (or are about to hold) a GPU, from their claim on."""
     return sweep_base(keys, sweep_id) + ":running"
+
+
+def no_sweep(sweep_id: str) -> str:
+    """The one line for a sweep id that names no sweep."""
+    return (
+        f"No sweep {sweep_id!r}: `colabq submit` prints a sweep's id (sw..., also in its --json "
+        "as sweep); its points' records may have expired."
+    )
 
 
 def points_of(r: Redis, keys: Keys, sweep_id: str) -> list[str]:

@@ -1,12 +1,14 @@
 """The Redis ACL rules of colabq's three roles, as `ACL SETUSER` arguments (`colabq acl`).
 
-- **user** (a person or a machine that submits): reads every key of the deployment; writes the
-  keys of its own jobs (`<prefix>:job:*.<user>`, `...:*`), its own namespace
-  (`<prefix>:u:<user>:*`: idempotency keys), the shared indexes a submit or a self-cancel
-  updates, and the GPU queues; publishes only Celery's task events.
-- **service** (workers, beat, janitors) and **operator** (a person who may act on any job):
-  every key and channel. An operator is told from a user by what Redis lets it write
-  (`identity.may_write_others`), not by a list a user could edit.
+- **user** (a person or a machine that submits): reads every key of the deployment and the GPU
+  queues; writes only their own namespace, `<prefix>:u:<user>:*`: their requests to the gate
+  and its replies (`worker.gate`); no Pub/Sub channel. Every change they make (submit, cancel,
+  retry...) is the gate's to carry out: no job record, index, queue, kombu binding, event stream
+  or Celery event channel is theirs to write.
+- **service** (workers, beat, janitors, gates) and **operator** (a person who may act on any
+  job): every key and channel, and the ACL inspection the gate and `colabq acl --check` need.
+  An operator is told from a user by what Redis lets it write (`identity.may_write_others`,
+  and the gate's `ACL DRYRUN` of the same write), not by a list a user could edit.
 
 Every role loses the administrative and dangerous commands (FLUSHALL, KEYS, CONFIG, ACL but
 WHOAMI; INFO stays, for `colabq doctor`) and Redis functions. Rules never hold a password: the
@@ -29,6 +31,11 @@ class Role(StrEnum):
 
 # What every role may run; the key and channel patterns are what tell the roles apart.
 COMMANDS = ("+@all", "-@admin", "-@dangerous", "-function", "+acl|whoami", "+info")
+# Services and operators also list the users and ask what Redis would let one do: the gate finds
+# every user's requests stream and tells an operator's request from a user's (`worker.gate`),
+# and an operator's `colabq acl --check` compares the rules. Not ACL GETUSER: it shows every
+# user's password hash.
+INSPECT = ("+acl|users", "+acl|dryrun")
 
 
 def operator_probe_key(key_prefix: str) -> str:
@@ -37,18 +44,10 @@ def operator_probe_key(key_prefix: str) -> str:
 
 
 def user_key_patterns(user: str, key_prefix: str, queue_prefix: str) -> list[str]:
+    """A user reads the deployment (its keys; the GPU queues, for their depth) and writes only
+    their own namespace: their requests stream and the gate's replies (`worker.gate`)."""
     p = key_prefix
-    own = [f"~{p}:job:*.{user}", f"~{p}:job:*.{user}:*", f"~{p}:u:{user}:*"]
-    # Written by a submit or by a cancel of one's own job; see the package's docstring for
-    # what a user could do to other jobs through them. The event log (`worker.records.events`)
-    # too: a user may append events, true or not (the README says so); and the ended jobs'
-    # counters (`worker.metrics.ended`), which her cancel of her own queued job adds to.
-    shared = [f"~{p}:jobs", f"~{p}:active", f"~{p}:live-destinations",
-              f"~{p}:janitor:tracker-check", f"~{p}:events", f"~{p}:metrics:ended"]  # fmt: skip
-    # kombu declares a queue (adds its bindings) before it publishes the first message to it.
-    q = f"{queue_prefix}gpu.*"
-    celery = [f"~{q}", f"~_kombu.binding.{q}", f"~_kombu.binding_permanent.{q}", "%R~_kombu.*"]
-    return [f"%R~{p}:*", *own, *shared, *celery]
+    return [f"%R~{p}:*", f"%R~{queue_prefix}gpu.*", f"~{p}:u:{user}:*"]
 
 
 def rules_for(user: str, role: Role, key_prefix: str, queue_prefix: str) -> list[str]:
@@ -59,12 +58,9 @@ def rules_for(user: str, role: Role, key_prefix: str, queue_prefix: str) -> list
             "starting with a letter or digit), and not 'default' (that user means no ACLs)."
         )
     reset = ["resetkeys", "resetchannels"]
-    if role is Role.USER:
-        keys = user_key_patterns(user, key_prefix, queue_prefix)
-        channels = ["&/*celeryev*"]
-    else:
-        keys, channels = ["~*"], ["&*"]
-    return [*reset, *keys, *channels, *COMMANDS]
+    if role is Role.USER:  # no channel at all: resetchannels alone
+        return [*reset, *user_key_patterns(user, key_prefix, queue_prefix), *COMMANDS]
+    return [*reset, "~*", "&*", *COMMANDS, *INSPECT]
 
 
 def setuser_command(user: str, role: Role, key_prefix: str, queue_prefix: str) -> str:

@@ -83,6 +83,17 @@ def identify(client: Any) -> Identity:
     return Identity(user, socket.gethostname(), os_user())
 
 
+def may_user_write_others(client: Any, user: str, probe_key: str) -> bool:
+    """Whether Redis would let `user` write outside their own namespace (an operator or a
+    service): `ACL DRYRUN` of the write `may_write_others` tries, asked by a service (the gate)
+    for the user whose request it carries out. False when this client may not ask."""
+    try:
+        reply = client.execute_command("ACL", "DRYRUN", user, "UNLINK", probe_key)
+    except redis.ResponseError:  # NOPERM for this client, or no such user
+        return False
+    return reply in (b"OK", "OK")
+
+
 def may_write_others(client: Any, probe_key: str) -> bool:
     """Whether Redis lets this user write outside its own jobs (an operator or a service): a
     write command on `probe_key`, a key no job uses and only they may write, that changes

@@ -7,7 +7,6 @@ from __future__ import annotations
 import secrets
 
 from worker.people.identity import Identity
-from worker.spec import JobSpec
 
 SEPARATOR = "."
 
@@ -29,6 +28,12 @@ def is_mine(identity: Identity, job_id: str) -> bool:
     return not identity.acl or owner_of(job_id) == identity.user
 
 
+def after_refusal(job_id: str) -> str:
+    """The one line that refuses a dependency on another user's job."""
+    owner = owner_of(job_id) or "no ACL user"
+    return f"--after {job_id}: job {job_id} belongs to {owner}; --after names your own jobs."
+
+
 def refusal(identity: Identity, job_id: str, verb: str) -> str:
     """The one line that refuses `verb` on another user's job."""
     owner = owner_of(job_id) or "no ACL user (it was submitted without ACLs)"
@@ -37,12 +42,3 @@ def refusal(identity: Identity, job_id: str, verb: str) -> str:
         f"operator may {verb} it (an operator's Redis user is made with `colabq acl NAME "
         "--operator`)."
     )
-
-
-def owned(spec: JobSpec, identity: Identity) -> JobSpec:
-    """`spec` as `identity` submits it: under ACLs its id in the user's namespace and the user
-    as its submitter (the name Redis authenticated, never the environment's); else as is."""
-    if not identity.acl:
-        return spec
-    update = {"job_id": new_job_id(identity.owner), "submitted_by": identity.submitter}
-    return spec.model_copy(update=update)

@@ -25,22 +25,24 @@ from worker.states import TERMINAL, JobState
 # States whose job no longer holds its idempotency key: it may be submitted again.
 RESUBMITTABLE = frozenset(TERMINAL - {JobState.SUCCEEDED})
 
-# KEYS: live destinations, jobs, active. ARGV: the job keys' prefix, exclusive, now, terminal
-# states (comma-joined), the QUEUED history entry, resubmittable states (comma-joined), the
-# sweep's id ('' for none), its base key and its cap (`worker.flow.sweeps`), then per job: id,
-# its idempotency key, destination, spec JSON, run name, gpu, submitted by, its job key, its
-# history key, its dependencies (`worker.flow.deps`, '' for none). Returns per job (id,
-# created, the job it replaces or ''), or (-(index + 1), holder id, holder state) for a refusal.
+# KEYS: live destinations, jobs, active, events. ARGV: the job keys' prefix, exclusive, now,
+# terminal states (comma-joined), the QUEUED history entry, resubmittable states (comma-joined),
+# the sweep's id ('' for none), its base key and its cap (`worker.flow.sweeps`), the number of
+# jobs n, then per job: id, its idempotency key, destination, spec JSON, run name, gpu, submitted
+# by, its job key, its history key, its dependencies (`worker.flow.deps`, '' for none); then the
+# messages to send, each (its job's index, its queue, the message: `worker.fleet.messages`),
+# pushed for the jobs created only. Returns per job (id, created, the job it replaces or ''), or
+# (-(index + 1), holder id, holder state) for a refusal.
 CREATE_SCRIPT = """
 local jobkey, exclusive, now, entry = ARGV[1], ARGV[2] == '1', ARGV[3], ARGV[5]
 local terminal, again = {}, {}
 for st in string.gmatch(ARGV[4], '[^,]+') do terminal[st] = true end
 for st in string.gmatch(ARGV[6], '[^,]+') do again[st] = true end
-local out, todo, replaced = {}, {}, {}
+local out, todo, replaced, made = {}, {}, {}, {}
 local sweep, sweepkey = ARGV[7], ARGV[8]
-local n = (#ARGV - 9) / 10
+local n = tonumber(ARGV[10])
 for k = 0, n - 1 do
-  local b = 9 + 10 * k
+  local b = 10 + 10 * k
   local existing = redis.call('GET', ARGV[b + 2])
   local kept = nil
   if existing then
@@ -59,6 +61,7 @@ for k = 0, n - 1 do
     if existing and redis.call('EXISTS', jobkey .. existing) == 1 then old = existing end
     out[#out + 1] = ARGV[b + 1]; out[#out + 1] = 1; out[#out + 1] = old
     todo[#todo + 1] = b
+    made[k] = true
     replaced[#replaced + 1] = old
   end
 end
@@ -99,6 +102,9 @@ end
 if sweep ~= '' and #todo > 0 then
   redis.call('HSET', sweepkey, 'max_parallel', ARGV[9], 'created_at', now)
 end
+for m = 11 + 10 * n, #ARGV, 3 do
+  if made[tonumber(ARGV[m])] then redis.call('LPUSH', ARGV[m + 1], ARGV[m + 2]) end
+end
 return out
 """
 
@@ -113,10 +119,12 @@ def create_jobs(
     exclusive: bool,
     sweep: SweepTag | None = None,
     after: Sequence[str] = (),
+    messages: Sequence[Sequence[tuple[str, str]]] = (),
 ) -> list[tuple[str, bool]]:
     """Run `CREATE_SCRIPT` (registered by the ledger) for `specs`, each with the QUEUED history
     entry `entry`, as points of `sweep` if given, each after its `after` (encoded dependencies,
-    `worker.flow.deps`; '' or none for none): (job id, created) each."""
+    `worker.flow.deps`; '' or none for none), each new one's `messages` (queue, message) pushed
+    in the same step: (job id, created) each."""
     if not specs:
         return []
     k = keys
@@ -128,6 +136,7 @@ def create_jobs(
         argv += ["", "", "0"]
     else:
         argv += [sweep.sweep_id, sweep_base(k, sweep.sweep_id), str(sweep.max_parallel)]
+    argv.append(str(len(specs)))
     for i, spec in enumerate(specs):
         argv += [
             spec.job_id, k.idempotency(spec.idempotency_key, owner_of(spec.job_id)),
@@ -135,6 +144,9 @@ def create_jobs(
             encode_spec(spec), spec.run_name, spec.gpu.value, spec.submitted_by,
             k.job(spec.job_id), k.history(spec.job_id), after[i] if i < len(after) else "",
         ]  # fmt: skip
+    for i, copies in enumerate(messages):
+        for queue, message in copies:
+            argv += [str(i), queue, message]
     reply = script(keys=[k.live_destinations(), k.jobs(), k.active(), events_key(k)], args=argv)
     if isinstance(reply[0], int):  # a refusal: (-(index + 1), holder, its state)
         i = -reply[0] - 1

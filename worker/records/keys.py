@@ -53,9 +53,10 @@ class Keys:
 
     def idempotency(self, key: str, owner: str | None = None) -> str:
         """String: the job id first submitted under this idempotency key (invariant 8); an
-        owned job's (`worker.people`) in its owner's namespace, which only they may write."""
+        owned job's (`worker.people`) apart for each owner, so that one user's key never names
+        another's job. Written by the gate alone (`worker.gate`), never in a user's namespace."""
         if owner:
-            return f"{self.prefix}:u:{owner}:idem:{key}"
+            return f"{self.prefix}:idem.{owner}:{key}"
         return f"{self.prefix}:idem:{key}"
 
     def leases(self) -> str:
@@ -128,6 +129,26 @@ class Keys:
     def workers(self) -> str:
         """Sorted set worker name -> when its card expires."""
         return f"{self.prefix}:workers"
+
+    def requests(self, user: str) -> str:
+        """Stream: the requests of Redis user `user` to the gate (`worker.gate`): with its
+        replies, the only keys a user's ACL rule lets them write (`<prefix>:u:<user>:*`)."""
+        return f"{self.prefix}:u:{user}:requests"
+
+    def requests_user(self, key: str) -> str | None:
+        """The user whose `requests` stream `key` is (the name in the key), else None."""
+        head, tail = f"{self.prefix}:u:", ":requests"
+        if not (key.startswith(head) and key.endswith(tail)):
+            return None
+        return key[len(head) : -len(tail)] or None
+
+    def reply(self, user: str, request_id: str) -> str:
+        """List with an expiry: the gate's answer to one request of `user` (the client pops it)."""
+        return f"{self.prefix}:u:{user}:reply:{request_id}"
+
+    def gate_lease(self) -> str:
+        """String with a TTL: the consumer name of the gate that serves requests now."""
+        return f"{self.prefix}:gate:lease"
 
     def queue_workers(self, queue: str) -> str:
         """Sorted set worker name -> when its card expires, for the workers consuming `queue`."""

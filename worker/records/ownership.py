@@ -4,7 +4,8 @@ Owns every change of ownership after creation: `claim` (the plain claim; the fir
 QUEUED job with its ALLOCATING transition is `claim.py`'s), the heartbeat's `renew`, `adopt` (a
 job whose lease expired), `take_over` (a job whose owner is provably dead), `restore` (the
 owner writes back a record Redis lost), the release of a lock by its holder, the janitor's
-one-pass-at-a-time lock and the expired leases the janitor scans. Functions over the `Ledger`,
+one-pass-at-a-time lock, the gate's one-gate-at-a-time lease (`worker.gate`) and the expired
+leases the janitor scans. Functions over the `Ledger`,
 which keeps a thin method for each; state changes stay `Ledger.transition`'s, acting on a job
 no runner holds is `unheld.py`'s, and the heartbeat thread and its fence are `lease.py`'s.
 """
@@ -177,8 +178,8 @@ def release_lock(ledger: Ledger, job_id: str, owner: str) -> None:
 
 
 def release_bare_lock(ledger: Ledger, job_id: str, owner: str) -> None:
-    """Give up a job's lock taken without a lease (a canceller's): only the job's own key is
-    written, which a user's ACL rule allows on her own job."""
+    """Give up a job's lock taken without a lease (a canceller's, the gate's): only the job's
+    own key is written, no shared index."""
     _delete_if_holder(ledger, ledger.keys.lock(job_id), owner)
 
 
@@ -201,6 +202,26 @@ def try_janitor_lock(ledger: Ledger, token: str, ttl_s: float, account: str = ""
 
 def release_janitor_lock(ledger: Ledger, token: str, account: str = "") -> None:
     _delete_if_holder(ledger, ledger.keys.janitor_lock(account), token)
+
+
+# KEYS: the gate's lease. ARGV: this gate's name, ttl ms. Takes a free lease or renews its own.
+_HOLD_GATE = """
+local cur = redis.call('GET', KEYS[1])
+if cur and cur ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1
+"""
+
+
+def hold_gate_lease(ledger: Ledger, token: str, ttl_s: float) -> bool:
+    """Take the gate's lease if no gate holds it, or renew it if `token` does (`worker.gate`:
+    one gate serves requests at a time)."""
+    key = ledger.keys.gate_lease()
+    return bool(ledger.r.eval(_HOLD_GATE, 1, key, token, _ms(ttl_s)))
+
+
+def release_gate_lease(ledger: Ledger, token: str) -> None:
+    _delete_if_holder(ledger, ledger.keys.gate_lease(), token)
 
 
 def _delete_if_holder(ledger: Ledger, key: str, token: str, *, also: str | None = None) -> None:
