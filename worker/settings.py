@@ -197,9 +197,10 @@ class Settings(BaseSettings):
     # Beat runs a janitor pass this often; a worker host runs its account's pass when none
     # ran for 1.5 of these.
     janitor_interval_s: float = Field(default=60.0, gt=0)
-    # The gate (`worker.gate`): a client waits this long for a running gate's answer; a gate
-    # reads the list of Redis users (whose request streams it serves) this often.
+    # The gate (`worker.gate`): a command waits this long for a running gate's answer to its
+    # request (5 s when no gate runs; then the request is kept, exit 10).
     gate_wait_s: float = Field(default=60.0, gt=0)
+    # A gate reads the list of Redis users (whose request streams it serves) this often.
     gate_refresh_s: float = Field(default=5.0, gt=0)
     # A terminal job's record, history and log stream expire this long after it ended.
     retention_s: float = Field(default=30 * 24 * 3600.0, gt=0)
